@@ -1,0 +1,132 @@
+"""The primitives every backend provides, and nothing more.
+
+Storage code talks to arrays only through these primitives and through the
+ndarray protocol that NumPy and CuPy share (``.shape``, ``.dtype``, slicing,
+``.reshape``). Host-side index arrays (int64 NumPy vectors) describe rows;
+they never live on the device, so no primitive synchronises to read them.
+"""
+
+import numpy as np
+
+from .. import dtypes
+from ..errors import InvalidArgumentError, ResourceExhaustedError
+
+__all__ = ["Backend"]
+
+_FLOAT32 = np.dtype("float32")
+
+
+class Backend:
+    """Base class. Subclasses set ``name`` and implement the primitives below."""
+
+    name = "abstract"
+    #: The ndarray type this backend stores; values of it are taken as they are.
+    array_type = None
+
+    def __init__(self, device="cpu"):
+        self.device = device
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name} on {self.device}>"
+
+    def _missing(self, primitive):
+        return NotImplementedError(f"backend {self.name!r} does not implement {primitive}()")
+
+    # -- allocation and transfer ---------------------------------------------------------
+    def empty(self, shape, dtype):
+        """An uninitialised array; ResourceExhaustedError when memory runs out."""
+        raise self._missing("empty")
+
+    def zeros(self, shape, dtype):
+        """A zero-filled array; ResourceExhaustedError when memory runs out."""
+        raise self._missing("zeros")
+
+    def from_host(self, host_array):
+        """A backend array holding a copy of (or, on the CPU, the same) NumPy array."""
+        raise self._missing("from_host")
+
+    def from_foreign(self, value):
+        """A backend array from another library's array (CuPy, DLPack producers), or None."""
+        raise self._missing("from_foreign")
+
+    def to_numpy(self, array):
+        """A NumPy array with the same values (a device-to-host copy on GPUs)."""
+        raise self._missing("to_numpy")
+
+    def readonly(self, array):
+        """A view of ``array`` that callers cannot write through, where the backend can make one."""
+        return array
+
+    def memory_limit(self):
+        """Bytes one allocation may take at most; larger requests fail before allocating."""
+        raise self._missing("memory_limit")
+
+    def synchronize(self):
+        """Wait until queued device work is done (a no-op on the CPU)."""
+
+    # -- row primitives (indices: host int64 vectors) -------------------------------------
+    def take_rows(self, src, indices):
+        """``src[indices]`` as a new array (gather)."""
+        raise self._missing("take_rows")
+
+    def put_rows(self, dst, indices, rows):
+        """``dst[indices[k]] = rows[k]``; the indices are distinct (scatter)."""
+        raise self._missing("put_rows")
+
+    def add_rows(self, dst, indices, rows, mode):
+        """``dst[indices[k]] += rows[k]`` for k in order, duplicates allowed (scatter-add).
+
+        ``mode`` is "deterministic" (each destination sums its rows in arrival order:
+        bitwise equal to a sequential loop and to np.add.at) or "atomic" (any order)."""
+        raise self._missing("add_rows")
+
+    def concatenate(self, arrays):
+        """The arrays joined along axis 0."""
+        raise self._missing("concatenate")
+
+    # -- shared conversions built on the primitives ---------------------------------------
+    def asarray(self, value):
+        """A caller's value as a backend array. Arrays keep their dtype; Python
+        scalars and lists take TensorFlow's (floats float32, ints int32)."""
+        if type(value) is self.array_type:
+            return value
+        return self._convert(value)
+
+    def _convert(self, value):
+        if isinstance(value, self.array_type):
+            return value
+        if isinstance(value, (np.ndarray, np.generic)):
+            host = np.asarray(value)
+            if host.dtype not in dtypes.SUPPORTED:
+                raise InvalidArgumentError(f"Values of dtype {host.dtype} are not supported "
+                                           f"(supported: {', '.join(sorted(d.name for d in dtypes.SUPPORTED))})")
+            return self.from_host(host)
+        foreign = self.from_foreign(value)
+        if foreign is not None:
+            return foreign
+        try:
+            host = np.asarray(value)
+        except (ValueError, TypeError, OverflowError) as error:
+            raise InvalidArgumentError(
+                f"Cannot convert a value of type {type(value).__name__} to a tensor: {error}") from None
+        return self.from_host(host.astype(dtypes.python_value_dtype(host, value), copy=False))
+
+    def flow(self, flow_in=0.0):
+        """A float32 0-d array: ``flow_in`` itself when it already is one (TensorFlow
+        passes flows through unchanged), else a fresh one holding its value."""
+        if type(flow_in) is self.array_type and flow_in.dtype == _FLOAT32 and flow_in.ndim == 0:
+            return flow_in
+        try:
+            host = np.asarray(self.to_numpy(flow_in) if isinstance(flow_in, self.array_type) else flow_in,
+                              dtype=_FLOAT32)
+        except (ValueError, TypeError) as error:
+            raise InvalidArgumentError(f"flow_in must be a float scalar, got {flow_in!r}: {error}") from None
+        if host.ndim != 0:
+            raise InvalidArgumentError(f"flow_in must be a scalar, but had shape: {list(host.shape)}")
+        return self.from_host(host.copy())
+
+    def check_allocation(self, nbytes, what):
+        if nbytes > self.memory_limit():
+            raise ResourceExhaustedError(
+                f"OOM when allocating {what}: {nbytes} bytes exceed the {self.name} backend's "
+                f"limit of {self.memory_limit()} bytes on {self.device}")

@@ -1,0 +1,70 @@
+"""Partial shapes as TensorFlow's PartialTensorShape has them.
+
+A partial shape is ``None`` (unknown rank) or a tuple whose entries are ints
+or ``None`` (an unknown dimension). Concrete shapes are tuples of ints.
+"""
+
+import operator
+
+from .errors import InvalidArgumentError
+
+__all__ = ["as_partial_shape", "format_shape", "is_fully_defined", "is_compatible", "merge"]
+
+
+def as_partial_shape(spec, what="element_shape"):
+    """Normalise a user's shape: None, a sequence of ints/None, or an object
+    with ``as_list()`` (a TensorShape). -1 is not an unknown dimension here:
+    like TensorFlow's Python API we reject negative dimensions."""
+    if spec is None:
+        return None
+    if hasattr(spec, "as_list"):
+        if getattr(spec, "rank", 0) is None or getattr(spec, "dims", 0) is None:
+            return None
+        spec = spec.as_list()
+    if isinstance(spec, (str, bytes)) or not hasattr(spec, "__iter__"):
+        raise InvalidArgumentError(f"{what} must be None or a sequence of dimensions, got {spec!r}")
+    dims = []
+    for dim in spec:
+        if dim is None:
+            dims.append(None)
+            continue
+        try:
+            dim = operator.index(dim)
+        except TypeError:
+            raise InvalidArgumentError(f"{what} {spec!r}: dimension {dim!r} is not an integer or None") from None
+        if dim < 0:
+            raise InvalidArgumentError(f"{what} {spec!r}: Dimension {dim} must be >= 0")
+        dims.append(dim)
+    return tuple(dims)
+
+
+def format_shape(shape):
+    """TensorFlow's rendering: [2,3], [], [?,2], <unknown>."""
+    if shape is None:
+        return "<unknown>"
+    return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def is_fully_defined(shape):
+    return shape is not None and None not in shape
+
+
+def is_compatible(shape, other):
+    """Whether two partial shapes could describe the same concrete shape."""
+    if shape is None or other is None:
+        return True
+    if len(shape) != len(other):
+        return False
+    return all(a is None or b is None or a == b for a, b in zip(shape, other))
+
+
+def merge(shape, other):
+    """The most specific shape compatible with both (PartialTensorShape::MergeWith)."""
+    if shape is None:
+        return other
+    if other is None:
+        return shape
+    if not is_compatible(shape, other):
+        raise InvalidArgumentError(
+            f"PartialTensorShape: Incompatible shapes during merge: {format_shape(shape)} vs. {format_shape(other)}")
+    return tuple(a if a is not None else b for a, b in zip(shape, other))
