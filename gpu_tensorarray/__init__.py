@@ -1,0 +1,36 @@
+"""gpu_tensorarray: TensorFlow's TensorArray V3 ops and their gradients on
+NVIDIA GPUs (CuPy) or the CPU (NumPy), without TensorFlow.
+
+    import gpu_tensorarray as gta
+    ta = gta.TensorArray("float32", size=0, dynamic_size=True)
+    ta = ta.write(0, [1.0, 2.0])
+    gta.raw_ops.TensorArrayReadV3(ta.handle, 0, ta.flow, "float32")
+"""
+
+from . import errors, raw_ops
+from .backends import accumulation, available_backends, default_backend, device, get_accumulation, get_backend
+from .registry import Handle, registry
+from .tensor_array import TensorArray
+
+__version__ = "0.1.0"
+__all__ = [
+    "TensorArray", "raw_ops", "errors", "device", "get_backend", "accumulation", "get_accumulation",
+    "available_backends", "default_backend", "to_numpy", "stats", "Handle", "__version__",
+]
+
+
+def to_numpy(array):
+    """A NumPy copy (or, for NumPy input, the array itself) of any backend's array."""
+    import sys
+
+    import numpy
+
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(array, cupy.ndarray):
+        return cupy.asnumpy(array)
+    return numpy.asarray(array)
+
+
+def stats():
+    """Open TensorArrays and the bytes they hold, per backend."""
+    return registry.stats()

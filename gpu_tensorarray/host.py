@@ -1,0 +1,85 @@
+"""Host-side values: the integer arguments of ops and vector queries over slot flags.
+
+TensorFlow keeps indices, lengths and sizes in host memory even on GPUs, so
+every check on them is a host check that never synchronises with a device.
+This module is the one place that turns callers' index arguments into host
+integers (NumPy, whatever the array's backend) with TensorFlow's rank checks.
+"""
+
+import sys
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+
+__all__ = ["host_ints", "scalar_int", "index_vector", "flag_view", "first_occurrences", "has_duplicates",
+           "element_count", "INT32_MAX"]
+
+INT32_MAX = 2**31 - 1
+_INT32_MIN = -(2**31)
+
+
+def host_ints(value, what, dtype_name="int32"):
+    """Any integer array-like (list, NumPy, CuPy, 0-d) -> int64 NumPy array of any rank.
+    Floats, bools, strings and values outside ``dtype_name``'s range are rejected."""
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(value, cupy.ndarray):
+        value = value.get()
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise InvalidArgumentError(f"{what} must be {dtype_name} values, got {value!r}: {error}") from None
+    if array.dtype.kind not in "iu":
+        if array.size == 0 and array.dtype.kind == "f" and not isinstance(value, np.ndarray):
+            return np.zeros(array.shape, np.int64)   # [] from Python has no dtype of its own
+        raise InvalidArgumentError(
+            f"{what} must be {dtype_name} values, but got dtype {array.dtype} ({value!r})")
+    if array.size:
+        low, high = int(array.min()), int(array.max())
+        limit_low, limit_high = (_INT32_MIN, INT32_MAX) if dtype_name == "int32" else (-(2**63), 2**63 - 1)
+        if low < limit_low or high > limit_high:
+            bad = low if low < limit_low else high
+            raise InvalidArgumentError(f"{what} value {bad} does not fit in {dtype_name}")
+    return array.astype(np.int64, copy=False)
+
+
+def scalar_int(value, what, message):
+    """A host Python int from a scalar; ``message`` (TensorFlow's) when the rank is not 0."""
+    if type(value) is int and _INT32_MIN <= value <= INT32_MAX:
+        return value
+    array = host_ints(value, what)
+    if array.ndim != 0:
+        raise InvalidArgumentError(message + shape_text(array.shape))
+    return int(array)
+
+
+def shape_text(shape):
+    return "[" + ",".join(str(d) for d in shape) + "]"
+
+
+def flag_view(flags):
+    """A NumPy uint8 view of a bytearray of slot flags (valid until the bytearray resizes)."""
+    return np.frombuffer(flags, np.uint8)
+
+
+def first_occurrences(indices):
+    """Boolean mask: True at the first position of each distinct index, in order."""
+    mask = np.zeros(len(indices), bool)
+    mask[np.unique(indices, return_index=True)[1]] = True
+    return mask
+
+
+def index_vector(values):
+    """Host int64 vector of Python ints (or a range)."""
+    return np.fromiter(values, np.int64)
+
+
+def has_duplicates(indices):
+    return len(indices) > 1 and len(np.unique(indices)) != len(indices)
+
+
+def element_count(shape):
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count

@@ -1,0 +1,126 @@
+"""tf.raw_ops-compatible TensorArray V3 ops.
+
+Same names, argument names, order and defaults as ``tf.raw_ops``; ``name`` is
+accepted and ignored (there is no graph to name nodes in). Each function
+converts its host arguments with TensorFlow's checks, in TensorFlow's order,
+then hands over to the array (storage.py) or the registry (registry.py).
+Values come back as arrays of the array's backend.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+
+from . import dtypes
+from .backends import get_backend
+from .errors import InvalidArgumentError
+from .host import host_ints, scalar_int
+from .registry import registry
+from .shapes import as_partial_shape
+
+__all__ = [
+    "TensorArrayV3", "TensorArrayWriteV3", "TensorArrayReadV3", "TensorArrayGatherV3",
+    "TensorArrayScatterV3", "TensorArrayConcatV3", "TensorArraySplitV3", "TensorArraySizeV3",
+    "TensorArrayCloseV3", "TensorArrayGradV3", "TensorArrayGradWithShape",
+]
+
+TensorArrayV3Output = namedtuple("TensorArrayV3", ["handle", "flow"])
+TensorArrayConcatV3Output = namedtuple("TensorArrayConcatV3", ["value", "lengths"])
+TensorArrayGradV3Output = namedtuple("TensorArrayGradV3", ["grad_handle", "flow_out"])
+TensorArrayGradWithShapeOutput = namedtuple("TensorArrayGradWithShape", ["grad_handle", "flow_out"])
+
+_lookup = registry.lookup
+_INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
+
+
+def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_after_read=True,
+                  identical_element_shapes=False, tensor_array_name="", name=None):
+    """Create an array of ``size`` slots on the active backend -> (handle, flow)."""
+    dtype = dtypes.as_dtype(dtype)
+    element_shape = as_partial_shape(element_shape)
+    size = scalar_int(size, "size", "TensorArray size must be scalar, but had shape: ")
+    if size < 0:
+        raise InvalidArgumentError("Size should be >= 0.")
+    backend = get_backend()
+    handle = registry.create(backend, dtype, size, element_shape, bool(dynamic_size), bool(clear_after_read),
+                             bool(identical_element_shapes), _attr_string(tensor_array_name, "tensor_array_name"))
+    return TensorArrayV3Output(handle, backend.flow(0.0))
+
+
+def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
+    """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
+    index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
+    array = _lookup(handle)
+    array.write(index, value)
+    return array.backend.flow(flow_in)
+
+
+def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
+    """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
+    index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
+    return _lookup(handle).read(index, dtypes.as_dtype(dtype))
+
+
+def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
+    """The elements at ``indices``, stacked along a new first axis."""
+    indices = host_ints(indices, "indices")
+    element_shape = as_partial_shape(element_shape)
+    return _lookup(handle).gather(indices, dtypes.as_dtype(dtype), element_shape)
+
+
+def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
+    """Write ``value[k]`` at ``indices[k]`` for every k, in order -> flow_out."""
+    indices = host_ints(indices, "indices")
+    array = _lookup(handle)
+    array.scatter(indices, value)
+    return array.backend.flow(flow_in)
+
+
+def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name=None):
+    """Every element joined along axis 0 -> (value, lengths as int64)."""
+    element_shape_except0 = as_partial_shape(element_shape_except0, "element_shape_except0")
+    array = _lookup(handle)
+    value, lengths = array.concat(dtypes.as_dtype(dtype), element_shape_except0)
+    return TensorArrayConcatV3Output(value, array.backend.from_host(np.array(lengths, np.int64)))
+
+
+def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
+    """Split ``value`` along axis 0 into pieces of ``lengths``, one per slot -> flow_out."""
+    lengths = host_ints(lengths, "lengths", "int64")
+    array = _lookup(handle)
+    array.split(value, lengths)
+    return array.backend.flow(flow_in)
+
+
+def TensorArraySizeV3(handle, flow_in, name=None):
+    """The current number of slots, as an int32 scalar."""
+    array = _lookup(handle)
+    return array.backend.from_host(np.array(array.current_size(), np.int32))
+
+
+def TensorArrayCloseV3(handle, name=None):
+    """Release the array's storage; later ops fail with 'has already been closed'."""
+    registry.close(handle)
+
+
+def TensorArrayGradV3(handle, flow_in, source, name=None):
+    """The gradient array of (``handle``, ``source``), created on first use -> (grad_handle, flow_out)."""
+    source = _attr_string(source, "source")
+    grad_handle = registry.grad(handle, source)
+    return TensorArrayGradV3Output(grad_handle, _lookup(grad_handle).backend.flow(0.0))
+
+
+def TensorArrayGradWithShape(handle, flow_in, shape_to_prepend, source, name=None):
+    """As TensorArrayGradV3, the gradient element shape prefixed by ``shape_to_prepend``."""
+    source = _attr_string(source, "source")
+    shape_to_prepend = host_ints(shape_to_prepend, "shape_to_prepend")
+    grad_handle = registry.grad(handle, source, shape_to_prepend)
+    return TensorArrayGradWithShapeOutput(grad_handle, _lookup(grad_handle).backend.flow(0.0))
+
+
+def _attr_string(value, what):
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a string, got {type(value).__name__}: {value!r:.80}")
+    return value

@@ -1,0 +1,562 @@
+"""One TensorArray resource: its attributes, per-slot flags, and TensorFlow's
+state machine (tensorflow/core/kernels/tensor_array.h) over a device layout.
+
+Every operation validates completely before it changes anything, so a failed
+op leaves the array exactly as it was (DESIGN.md, deviation 1). Each public
+method lists TensorFlow's checks in TensorFlow's order; the numbers refer to
+the steps of TF_SEMANTICS.md section 2. Element values live in a layout
+(layouts.py); flags live on the host in a bytearray, one byte per slot.
+"""
+
+import threading
+
+from . import dtypes
+from .backends import get_accumulation
+from .errors import InvalidArgumentError, UnimplementedError
+from .host import element_count, first_occurrences, flag_view, has_duplicates, index_vector
+from .layouts import RaggedLayout, UniformLayout
+from .shapes import format_shape, is_compatible, is_fully_defined, merge
+
+__all__ = ["ArrayStorage", "WRITTEN", "READ", "CLEARED", "VALUE"]
+
+# Per-slot flags. A WRITTEN slot without VALUE is "soft": its shape is known and
+# it reads as zeros (gradient arrays get these from the forward array).
+WRITTEN, READ, CLEARED, VALUE = 1, 2, 4, 8
+_STORED = WRITTEN | VALUE
+_FAST_BATCH = 8       # batches up to this size are checked slot by slot
+
+
+def _shape(shape):
+    return format_shape(tuple(shape))
+
+
+class ArrayStorage:
+    """The resource behind a handle. All methods run under the array's lock."""
+
+    def __init__(self, backend, dtype, size, element_shape, dynamic_size, clear_after_read,
+                 identical_element_shapes, name, is_grad=False, marked_size=-1):
+        self.backend = backend
+        self.dtype = dtype
+        self.name = name
+        self.size = size
+        self.element_shape = element_shape        # a partial shape (shapes.py)
+        self.dynamic_size = dynamic_size
+        self.clear_after_read = clear_after_read
+        self.identical_element_shapes = identical_element_shapes
+        self.is_grad = is_grad
+        self.aggregate = is_grad                    # multiple_writes_aggregate
+        self.marked_size = marked_size              # set by Split; Concat of a grad array uses it
+        self.closed = False
+        self.flags = bytearray(size)
+        self.layout = UniformLayout(backend, dtype)
+        self.grads = {}                             # source -> grad handle (registry.py)
+        self.lock = threading.Lock()
+        self._accepted_shape = None                 # a value shape known to need no element-shape work
+
+    # -- errors: TensorFlow's wording first, our context after -------------------------------
+    def _error(self, text, cls=InvalidArgumentError, named=True):
+        return cls(f"TensorArray {self.name}: {text}" if named else f"{text} (TensorArray {self.name})")
+
+    def _closed_error(self):
+        return InvalidArgumentError(f"TensorArray {self.name} has already been closed.")
+
+    def _write_bounds_error(self, index, size):
+        return self._error(f"Tried to write to index {index} but array is not resizeable and size is: {size}")
+
+    def _read_bounds_error(self, index):
+        return self._error(f"Tried to read from index {index} but array size is: {self.size}", named=False)
+
+    def _check_value_dtype(self, value):
+        if value.dtype != self.dtype:
+            raise self._error(f"TensorArray dtype is {dtypes.tf_name(self.dtype)} but Op is trying to write "
+                              f"dtype {dtypes.tf_name(value.dtype)}.", named=False)
+
+    def check_requested_dtype(self, dtype):
+        if dtype != self.dtype:
+            raise self._error(f"TensorArray dtype is {dtypes.tf_name(self.dtype)} but Op requested "
+                              f"dtype {dtypes.tf_name(dtype)}.", named=False)
+
+    # -- single-slot rules shared by Write, Scatter and Split ----------------------------------
+    def _checked_element_shape(self, index, shape, element_shape):
+        """1.4: the value must be compatible with the element shape; in identical
+        mode a not fully defined element shape becomes the value's shape."""
+        if not is_compatible(element_shape, shape):
+            raise self._error(
+                f"Could not write to TensorArray index {index} because the value shape is {_shape(shape)} "
+                f"which is incompatible with the TensorArray's inferred element shape: "
+                f"{format_shape(element_shape)} (consider setting infer_shape=False).")
+        if self.identical_element_shapes and not is_fully_defined(element_shape):
+            return shape
+        return element_shape
+
+    def _check_slot(self, index, shape, flags, slot_shape):
+        """2.2 steps 8-10 and section 4 for a slot that has flags set."""
+        if flags & READ:
+            raise self._error(f"Could not write to TensorArray index {index} because it has already been read.")
+        if flags & WRITTEN:
+            if not self.aggregate:
+                raise self._error(
+                    f"Could not write to TensorArray index {index} because it has already been written to.")
+            if slot_shape != shape:
+                raise self._error(
+                    f"Could not aggregate to TensorArray index {index} because the existing shape is "
+                    f"{_shape(slot_shape)} but the new input shape is {_shape(shape)}.")
+            if flags & VALUE and self.dtype not in dtypes.AGGREGATABLE and element_count(shape):
+                raise self._error(f"tensor_array::AddToTensor type not supported: {dtypes.tf_name(self.dtype)}")
+
+    def _value(self, value):
+        value = self.backend.asarray(value)
+        self._check_value_dtype(value)
+        return value
+
+    # -- TensorArrayWriteV3 --------------------------------------------------------------------
+    def write(self, index, value):
+        """Steps 3-11 (the index is a host int). Growth happens only if the write succeeds."""
+        value = self._value(value)                                            # 3
+        shape = value.shape
+        with self.lock:
+            if self.closed:                                                   # 4
+                raise self._closed_error()
+            size = self.size
+            if 0 <= index < size:
+                flags = self.flags[index]
+            elif index < 0 or not self.dynamic_size:                          # 5
+                raise self._write_bounds_error(index, size)
+            else:
+                flags = 0
+            element_shape = self.element_shape
+            if shape != self._accepted_shape:                                 # 7
+                element_shape = self._checked_element_shape(index, shape, element_shape)
+            if flags:                                                         # 8-10
+                self._check_slot(index, shape, flags, self.layout.slot_shape(index))
+            self._store(index, value, flags)                                  # 6, 10-11
+            self.element_shape = element_shape
+            self._accepted_shape = shape
+
+    def _store(self, index, value, flags):
+        """Store or aggregate one checked value, growing a dynamic array to hold it."""
+        if flags & VALUE and self.aggregate:
+            self.layout.add_rows(index_vector([index]), value.reshape((1,) + value.shape), get_accumulation())
+        else:
+            layout = self._layout_for(value.shape)
+            if index >= layout.capacity:
+                layout.reserve(max(index + 1, self.size), value.shape, exact=not self.dynamic_size)
+            layout.store(index, value)
+        if index >= self.size:
+            self._resize(index + 1)
+        self.flags[index] = flags | _STORED
+
+    def _layout_for(self, shape):
+        """The layout, switched to ragged the first time an element's shape differs."""
+        if not self.layout.accepts(shape):
+            view = flag_view(self.flags)
+            written = (view & WRITTEN).nonzero()[0].tolist()
+            valued = (view & VALUE).nonzero()[0].tolist()
+            self.layout = RaggedLayout.from_uniform(self.layout, written, valued)
+        return self.layout
+
+    def _resize(self, size):
+        self.flags.extend(bytes(size - self.size))
+        self.size = size
+
+    # -- TensorArrayReadV3 ---------------------------------------------------------------------
+    def read(self, index, dtype):
+        """Steps 3-9 (the index is a host int)."""
+        self.check_requested_dtype(dtype)                                      # 3
+        with self.lock:
+            if self.closed:                                                   # 4
+                raise self._closed_error()
+            size = self.size
+            if 0 <= index < size:
+                flags = self.flags[index]
+            elif index < 0 or not self.is_grad:                               # 5
+                raise self._read_bounds_error(index)
+            else:
+                flags = 0
+            if not flags & WRITTEN:                                           # 6
+                shape = self._zero_shape(index, self.element_shape)
+                if index >= size:
+                    self._grow_soft(index + 1, shape)
+                else:
+                    self._set_soft(index, shape)
+                flags = WRITTEN
+            elif flags & CLEARED:                                             # 7
+                raise self._cleared_error(index)
+            if not flags & VALUE:                                             # 8
+                self._materialize(index)
+                flags |= VALUE
+            value = self.layout.row(index)                                    # 9
+            self.flags[index] = (flags | READ | CLEARED) & ~VALUE if self.clear_after_read else flags | READ
+            return value
+
+    def _cleared_error(self, index):
+        return self._error(f"Could not read index {index} twice because it was cleared after a previous read "
+                           f"(perhaps try setting clear_after_read = false?).")
+
+    def _zero_shape(self, index, element_shape):
+        if not is_fully_defined(element_shape):
+            raise self._error(
+                f"Could not read from TensorArray index {index}.  Furthermore, the element shape is not fully "
+                f"defined: {format_shape(element_shape)}.  It is possible you are working with a resizeable "
+                f"TensorArray and stop_gradients is not allowing the gradients to be written.  If you set the "
+                f"full element_shape property on the forward TensorArray, the proper all-zeros tensor will be "
+                f"returned instead of incurring this error.")
+        return element_shape
+
+    def _set_soft(self, index, shape):
+        """Slot ``index`` gets a shape and reads as zeros; it holds no value yet."""
+        if self.layout.accepts(shape):
+            self.layout.reserve(0, shape)
+        else:
+            self._layout_for(shape).set_shape(index, shape)
+        self.flags[index] = WRITTEN
+
+    def _grow_soft(self, size, shape):
+        """A gradient array read past its end grows; every new slot is soft zeros."""
+        first = self.size
+        self._resize(size)
+        for index in range(first, size):
+            self._set_soft(index, shape)
+
+    def _materialize(self, index):
+        """Zeros for a soft slot. A uniform slab's unwritten rows already are zeros."""
+        layout = self.layout
+        if layout.kind == "uniform":
+            if index >= layout.capacity:
+                layout.reserve(max(index + 1, self.size), exact=not self.dynamic_size)
+        else:
+            layout.zero(index_vector([index]))
+
+    # -- reads of many slots: Gather and Concat ------------------------------------------------
+    def _plan_reads(self, indices, element_shape):
+        """Check reads of ``indices`` in order exactly as sequential ReadV3s would,
+        changing nothing. Returns (shape of each read, slots that become soft, new size)."""
+        size = new_size = self.size
+        soft = {}
+        after = {}                     # slot -> flags once this batch's earlier reads ran
+        shapes = []
+        for index in indices:
+            if index < 0 or (index >= size and not self.is_grad):
+                raise self._read_bounds_error(index)
+            if index in after:
+                flags = after[index]
+            elif index < size:
+                flags = self.flags[index]
+            else:
+                flags = WRITTEN if index < new_size else 0
+            if not flags & WRITTEN:
+                shape = self._zero_shape(index, element_shape)
+                if index >= new_size:
+                    for grown in range(new_size, index + 1):
+                        soft[grown] = shape
+                    new_size = index + 1
+                soft[index] = shape
+                flags = WRITTEN
+            elif flags & CLEARED:
+                raise self._cleared_error(index)
+            shapes.append(soft[index] if index in soft else self.layout.slot_shape(index))
+            after[index] = flags | READ | (CLEARED if self.clear_after_read else 0)
+        return shapes, soft, new_size
+
+    def _commit_reads(self, indices, soft, new_size):
+        if new_size > self.size:
+            self._resize(new_size)
+        for index, shape in soft.items():
+            self._set_soft(index, shape)
+        if self.layout.kind == "uniform":
+            self._materialize(new_size - 1)
+        else:
+            for index in indices.tolist():
+                if not self.flags[index] & VALUE:
+                    self._materialize(index)
+        self._mark_read(indices)
+
+    def _mark_read(self, indices):
+        view = flag_view(self.flags)
+        if self.clear_after_read:
+            view[indices] = WRITTEN | READ | CLEARED
+        else:
+            view[indices] |= READ | VALUE
+        del view
+
+    def _readable_fast(self, indices):
+        """Whether a uniform gather of ``indices`` needs no per-slot work: every slot
+        in range, written, not cleared, and (clearing arrays) no slot twice."""
+        if self.layout.kind != "uniform" or self.layout.row_shape is None:
+            return False
+        if indices.min() < 0 or indices.max() >= self.size:
+            return False
+        flags = flag_view(self.flags)[indices]
+        if not (flags & WRITTEN).all() or (flags & CLEARED).any():
+            return False
+        return not (self.clear_after_read and has_duplicates(indices))
+
+    # -- TensorArrayGatherV3 -------------------------------------------------------------------
+    def gather(self, indices, dtype, element_shape):
+        """Steps 2-9; ``indices`` is a host int64 array of any rank."""
+        self.check_requested_dtype(dtype)                                      # 2
+        with self.lock:
+            merged = merge(self.element_shape, element_shape)                 # 3
+            if indices.ndim != 1:                                             # 4
+                raise self._error(f"Expected indices to be a vector, but received shape: {_shape(indices.shape)}",
+                                  named=False)
+            if len(indices) == 0:                                             # 5
+                if not is_fully_defined(element_shape):
+                    raise self._error(
+                        f"TensorArray has size zero, but element shape {format_shape(element_shape)} is not "
+                        f"fully defined. Currently only static shapes are supported when packing zero-size "
+                        f"TensorArrays.", UnimplementedError, named=False)
+                self._set_element_shape(merged)
+                return self.backend.zeros((0,) + element_shape, self.dtype)
+            if self.closed:                                                   # 6
+                raise self._closed_error()
+            if len(indices) > _FAST_BATCH and self._readable_fast(indices):
+                shapes, soft, new_size = None, {}, self.size
+                first_shape = self.layout.row_shape
+            else:
+                shapes, soft, new_size = self._plan_reads(indices.tolist(), merged)
+                first_shape = shapes[0]
+            if not is_compatible(element_shape, first_shape):                 # 7
+                raise self._error(f"TensorArray was passed element_shape {format_shape(element_shape)} which "
+                                  f"does not match the Tensor at index 0: {_shape(first_shape)}", named=False)
+            if shapes is not None:                                            # 8
+                for position, shape in enumerate(shapes):
+                    if shape != first_shape:
+                        raise self._error(f"TensorArray has inconsistent shapes.  Index 0 has shape: "
+                                          f"{_shape(first_shape)} but index {position} has shape: {_shape(shape)}",
+                                          named=False)
+            self._commit_reads(indices, soft, new_size)
+            self._set_element_shape(merged)
+            if self.layout.kind == "uniform" and len(indices) == self.size and _is_arange(indices):
+                return self.layout.prefix(self.size)                          # stack: a view
+            return self.layout.take(indices)                                  # 9
+
+    def _set_element_shape(self, element_shape):
+        if element_shape != self.element_shape:
+            self.element_shape = element_shape
+            self._accepted_shape = None
+
+    # -- TensorArrayConcatV3 -------------------------------------------------------------------
+    def concat(self, dtype, element_shape_except0):
+        """Steps 2-9. Returns (value, lengths as a list of ints)."""
+        self.check_requested_dtype(dtype)                                      # 2
+        with self.lock:
+            if self.closed:                                                   # 3
+                raise self._closed_error()
+            count = self.marked_size if self.is_grad else self.size          # 4
+            if count == 0:                                                    # 5
+                if not is_fully_defined(element_shape_except0):
+                    raise self._error(
+                        f"TensorArray has size zero, but element_shape_except0 "
+                        f"{format_shape(element_shape_except0)} is not fully defined. Currently only static "
+                        f"shapes are supported when concatenating zero-size TensorArrays.",
+                        UnimplementedError, named=False)
+                return self.backend.zeros((0,) + element_shape_except0, self.dtype), []
+            if count < 0:                                                     # 6: TF crashes here
+                raise self._error(
+                    "Concat of a gradient TensorArray whose forward array had no Split before the gradient "
+                    "array was created: its marked size is -1, so the number of elements is unknown.")
+            indices = list(range(count))
+            shapes, soft, new_size = self._plan_reads(indices, self.element_shape)   # 7
+            first = shapes[0]
+            for index, shape in enumerate(shapes):                            # 8
+                if len(shape) == 0:
+                    raise self._error(f"Concat saw a scalar shape at index {index} but requires at least vectors."
+                                      f"  Did you mean to call pack?", named=False)
+                if index == 0:
+                    if not is_compatible(element_shape_except0, shape[1:]):
+                        raise self._error(
+                            f"TensorArray was passed element_shape_except0 {format_shape(element_shape_except0)} "
+                            f"but index 0 has (excepting dimension 0) shape: {_shape(shape[1:])} which does "
+                            f"not match.", named=False)
+                elif shape[1:] != first[1:]:
+                    raise self._error(
+                        f"TensorArray has inconsistent shapes.  Index 0 has (excepting dimension 0) shape: "
+                        f"{_shape(first[1:])} but index {index} has (excepting dimension 0) shape: "
+                        f"{_shape(shape[1:])}", named=False)
+            self._commit_reads(index_vector(indices), soft, new_size)
+            return self.layout.concat_view(count), [shape[0] for shape in shapes]          # 9
+
+    # -- writes of many slots: Scatter and Split -----------------------------------------------
+    def _plan_writes(self, indices, shapes):
+        """Check writes in order exactly as sequential single-slot writes would,
+        changing nothing. Returns the element shape after them."""
+        element_shape = self.element_shape
+        size = self.size
+        after = {}                  # slot -> (flags, shape) once this batch's earlier writes ran
+        for index, shape in zip(indices, shapes):
+            if index < 0 or (index >= size and not self.dynamic_size):
+                raise self._write_bounds_error(index, size)
+            size = max(size, index + 1)
+            element_shape = self._checked_element_shape(index, shape, element_shape)
+            if index in after:
+                flags, slot_shape = after[index]
+            elif index < self.size:
+                flags, slot_shape = self.flags[index], self.layout.slot_shape(index)
+            else:
+                flags, slot_shape = 0, None
+            if flags:
+                self._check_slot(index, shape, flags, slot_shape)
+            after[index] = (flags | _STORED, shape)
+        return element_shape
+
+    def _writable_fast(self, indices, shape):
+        """The element shape after writing same-shaped rows to ``indices``, or None when
+        some slot may fail (then the slot-by-slot plan finds the first failure)."""
+        if indices.min() < 0 or (not self.dynamic_size and indices.max() >= self.size):
+            return None
+        if not self.layout.accepts(shape):
+            return None
+        element_shape = self._checked_element_shape(int(indices[0]), shape, self.element_shape)
+        flags = flag_view(self.flags)[indices[indices < self.size]]
+        if (flags & READ).any():
+            return None
+        if self.aggregate:
+            if self.layout.row_shape not in (None, shape) and (flags & WRITTEN).any():
+                return None
+            if self.dtype not in dtypes.AGGREGATABLE and ((flags & VALUE).any() or has_duplicates(indices)):
+                return None
+        elif (flags & WRITTEN).any() or has_duplicates(indices):
+            return None
+        return element_shape
+
+    def _write_rows(self, indices, rows):
+        """Write ``rows[k]`` to slot ``indices[k]`` for every k, in order. ``rows`` is
+        an array (same-shaped rows) or a list of arrays (a split of unequal lengths)."""
+        if len(indices) == 0:
+            return
+        same_shape = not isinstance(rows, list)
+        element_shape = None
+        if same_shape and len(indices) > _FAST_BATCH:
+            element_shape = self._writable_fast(indices, rows.shape[1:])
+        if element_shape is None:
+            shapes = [rows.shape[1:]] * len(indices) if same_shape else [row.shape for row in rows]
+            element_shape = self._plan_writes(indices.tolist(), shapes)
+        new_size = max(self.size, int(indices.max()) + 1)
+        layout = self.layout
+        if same_shape and layout.accepts(rows.shape[1:]):
+            layout.reserve(new_size, rows.shape[1:], exact=not self.dynamic_size)
+        if new_size > self.size:
+            self._resize(new_size)
+        self.element_shape = element_shape
+        if same_shape and layout is self.layout and layout.accepts(rows.shape[1:]):
+            self._store_rows(indices, rows)
+        else:
+            for index, row in zip(indices.tolist(), rows):
+                self._store(index, row, self.flags[index])
+        self._accepted_shape = None
+
+    def _store_rows(self, indices, rows):
+        view = flag_view(self.flags)
+        if self.aggregate:
+            # First arrivals at slots without a value are stored (TF stores, it does
+            # not add to zeros: -0.0 survives); every later arrival adds, in order.
+            fresh = first_occurrences(indices) & ((view[indices] & VALUE) == 0)
+            if fresh.all():
+                self.layout.store_rows(indices, rows)
+            else:
+                positions = fresh.nonzero()[0]
+                if len(positions):
+                    self.layout.store_rows(indices[positions], self.backend.take_rows(rows, positions))
+                rest = (~fresh).nonzero()[0]
+                self.layout.add_rows(indices[rest], self.backend.take_rows(rows, rest), get_accumulation())
+        else:
+            self.layout.store_rows(indices, rows)
+        view[indices] |= _STORED
+        del view
+
+    # -- TensorArrayScatterV3 ------------------------------------------------------------------
+    def scatter(self, indices, value):
+        """Steps 3-10; ``indices`` is a host int64 array of any rank."""
+        value = self._value(value)                                            # 3
+        if value.ndim == 0:                                                   # 4
+            raise self._error(f"Input value for unpack must be at least a vector but received shape: "
+                              f"{_shape(value.shape)}", named=False)
+        with self.lock:
+            if self.closed:                                                   # 5
+                raise self._closed_error()
+            if indices.ndim != 1:                                             # 6
+                raise self._error(f"Expected indices to be a vector, but received shape: {_shape(indices.shape)}",
+                                  named=False)
+            if len(indices) != value.shape[0]:                                # 7
+                raise self._error(f"Expected len(indices) == values.shape[0], but saw: {len(indices)} vs. "
+                                  f"{value.shape[0]}", named=False)
+            max_index = int(indices.max()) if len(indices) else -1            # 8-9
+            size = max(self.size, max_index + 1) if self.dynamic_size else self.size
+            if max_index >= size:
+                raise self._error(f"Max scatter index must be < array size ({max_index} vs. {size})", named=False)
+            self._write_rows(indices, value)                                  # 10
+
+    # -- TensorArraySplitV3 --------------------------------------------------------------------
+    def split(self, value, lengths):
+        """Steps 2-12; ``lengths`` is a host int64 array of any rank."""
+        if lengths.ndim != 1:                                                 # 2
+            raise self._error(f"Expected lengths to be a vector, received shape: {_shape(lengths.shape)}",
+                              named=False)
+        value = self.backend.asarray(value)
+        if value.ndim == 0:                                                   # 4
+            raise self._error(f"Expected value to be at least a vector, but received shape: "
+                              f"{_shape(value.shape)}", named=False)
+        total = int(lengths.sum())
+        if total != value.shape[0]:                                           # 5
+            raise self._error(f"Expected sum of lengths to be equal to values.shape[0], but sum of lengths is "
+                              f"{total} and value's shape is: {_shape(value.shape)}", named=False)
+        with self.lock:
+            if self.closed:                                                   # 6
+                raise self._closed_error()
+            count = len(lengths)                                              # 8
+            size = max(self.size, count) if self.dynamic_size else self.size
+            if size != count:
+                raise self._error(f"TensorArray's size is not equal to the size of lengths ({size} vs. {count}), "
+                                  f"and the TensorArray is not marked as dynamically resizeable", named=False)
+            self._check_value_dtype(value)                                    # 9
+            if count and lengths.min() < 0:                                   # 7: TF aborts the process
+                position = int((lengths < 0).nonzero()[0][0])
+                raise self._error(f"Split lengths must be >= 0, but lengths[{position}] is "
+                                  f"{int(lengths[position])}")
+            rest = tuple(value.shape[1:])
+            if count and (lengths == lengths[0]).all():                       # 10
+                pieces = value.reshape((count, int(lengths[0])) + rest)
+            else:
+                bounds = [0] + lengths.cumsum().tolist()
+                pieces = [value[bounds[i]:bounds[i + 1]] for i in range(count)]
+            self._write_rows(index_vector(range(count)), pieces)             # 12
+            if not self.is_grad:                                              # 11
+                self.marked_size = count
+
+    # -- TensorArraySizeV3, TensorArrayCloseV3 -------------------------------------------------
+    def current_size(self):
+        with self.lock:
+            if self.closed:
+                raise self._closed_error()
+            return self.size
+
+    def close(self):
+        """Drop every slot's storage; closing twice is fine."""
+        with self.lock:
+            self.closed = True
+            self.layout = UniformLayout(self.backend, self.dtype)
+            self.flags = bytearray()
+
+    @property
+    def nbytes(self):
+        return self.layout.nbytes
+
+    # -- gradient arrays (TensorArrayGradV3's CopyShapesFrom) ----------------------------------
+    def copy_shapes_from(self, forward, prepend):
+        """Every written forward slot becomes a soft slot of shape prepend + its shape."""
+        view = flag_view(forward.flags)
+        written = (view & WRITTEN).nonzero()[0]
+        del view
+        if forward.layout.kind == "uniform":
+            if forward.layout.row_shape is not None and len(written):
+                self.layout = UniformLayout(self.backend, self.dtype, prepend + forward.layout.row_shape)
+        else:
+            for index in written.tolist():
+                self._set_soft(index, prepend + forward.layout.slot_shape(index))
+        flag_view(self.flags)[written] = WRITTEN
+
+
+def _is_arange(indices):
+    return int(indices[0]) == 0 and int(indices[-1]) == len(indices) - 1 and \
+        (len(indices) < 3 or bool((indices[1:] - indices[:-1] == 1).all()))

@@ -1,0 +1,161 @@
+"""The pythonic TensorArray: tf.TensorArray's constructor and methods with
+TF1 graph-mode semantics (``_GraphTensorArray``), each a delegation to raw_ops.
+
+Like TensorFlow's V3 class, ``write``/``scatter``/``split``/``unstack`` return a
+new TensorArray that shares the handle and carries the op's flow; the old object
+stays usable (it is the same resource).
+"""
+
+import numpy as np
+
+from . import dtypes, raw_ops
+from .errors import InvalidArgumentError
+from .registry import Handle, registry
+
+__all__ = ["TensorArray"]
+
+
+class TensorArray:
+    """A list of tensors of one dtype, written once, read (by default) once, with
+    gradient arrays that accumulate (``grad``)."""
+
+    __slots__ = ("_handle", "_flow", "_dtype", "_infer_shape", "_dynamic_size", "_known_size")
+
+    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
+                 handle=None, flow=None, infer_shape=True, element_shape=None,
+                 colocate_with_first_write_call=True, name=None):
+        # colocate_with_first_write_call and name mean nothing here: an array lives on
+        # the backend active at its creation, and there is no graph to name.
+        self._dtype = dtypes.as_dtype(dtype)
+        self._infer_shape = bool(infer_shape)
+        if handle is not None:
+            _check_wrapping(handle, flow, size, tensor_array_name, element_shape, dynamic_size, clear_after_read)
+            array = registry.lookup(handle)
+            self._handle, self._flow = handle, array.backend.flow(flow)
+            self._dynamic_size = array.dynamic_size
+            self._known_size = None
+            return
+        if size is None:
+            raise InvalidArgumentError("Size must be provided if handle is not provided")
+        self._dynamic_size = bool(dynamic_size)
+        self._handle, self._flow = raw_ops.TensorArrayV3(
+            size, self._dtype, element_shape=element_shape, dynamic_size=self._dynamic_size,
+            clear_after_read=True if clear_after_read is None else clear_after_read,
+            identical_element_shapes=self._infer_shape, tensor_array_name=tensor_array_name or "")
+        self._known_size = None if self._dynamic_size else registry.lookup(self._handle).size
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def handle(self):
+        return self._handle
+
+    @property
+    def flow(self):
+        return self._flow
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def dynamic_size(self):
+        return self._dynamic_size
+
+    @property
+    def element_shape(self):
+        """The element shape known so far: None (unknown rank) or a tuple with None for unknown dims."""
+        return registry.lookup(self._handle).element_shape
+
+    def __repr__(self):
+        return f"<gpu_tensorarray.TensorArray {self._handle.name!r} dtype={self._dtype.name}>"
+
+    def _with_flow(self, flow):
+        result = object.__new__(TensorArray)
+        result._handle, result._flow, result._dtype = self._handle, flow, self._dtype
+        result._infer_shape, result._dynamic_size, result._known_size = \
+            self._infer_shape, self._dynamic_size, self._known_size
+        return result
+
+    def _value(self, value):
+        # TensorFlow converts Python values with the array's dtype; arrays keep theirs
+        # (a mismatch is then the op's dtype error).
+        if hasattr(value, "dtype") or hasattr(value, "__dlpack__"):
+            return value
+        try:
+            return np.asarray(value, dtype=self._dtype)
+        except (ValueError, TypeError, OverflowError) as error:
+            raise InvalidArgumentError(
+                f"TensorArray {self._handle.name}: cannot convert {type(value).__name__} to "
+                f"{dtypes.tf_name(self._dtype)}: {error}") from None
+
+    # -- ops -------------------------------------------------------------------------------------
+    def identity(self):
+        """A TensorArray with the same handle and flow."""
+        return self._with_flow(self._flow)
+
+    def grad(self, source, flow=None, name=None):
+        """The gradient array for ``source`` (same source -> same array)."""
+        flow = self._flow if flow is None else flow
+        grad_handle, _ = raw_ops.TensorArrayGradV3(self._handle, flow, source)
+        return TensorArray(self._dtype, handle=grad_handle, flow=flow, infer_shape=self._infer_shape)
+
+    def read(self, index, name=None):
+        return raw_ops.TensorArrayReadV3(self._handle, index, self._flow, self._dtype)
+
+    def write(self, index, value, name=None):
+        value = self._value(value)
+        return self._with_flow(raw_ops.TensorArrayWriteV3(self._handle, index, value, self._flow))
+
+    def stack(self, name=None):
+        """Every element stacked along a new first axis (a view when fully written)."""
+        return self.gather(np.arange(int(self.size())), name=name)
+
+    def gather(self, indices, name=None):
+        return raw_ops.TensorArrayGatherV3(self._handle, indices, self._flow, self._dtype,
+                                           element_shape=self.element_shape)
+
+    def concat(self, name=None):
+        element_shape = self.element_shape
+        except0 = element_shape[1:] if element_shape else None
+        value, _ = raw_ops.TensorArrayConcatV3(self._handle, self._flow, self._dtype,
+                                               element_shape_except0=except0)
+        return value
+
+    def unstack(self, value, name=None):
+        value = self._value(value)
+        if len(getattr(value, "shape", ())) == 0:
+            raise InvalidArgumentError(f"TensorArray {self._handle.name}: unstack needs a value of rank >= 1, "
+                                       f"got a scalar")
+        return self.scatter(np.arange(value.shape[0]), value, name=name)
+
+    def scatter(self, indices, value, name=None):
+        value = self._value(value)
+        return self._with_flow(raw_ops.TensorArrayScatterV3(self._handle, indices, value, self._flow))
+
+    def split(self, value, lengths, name=None):
+        value = self._value(value)
+        return self._with_flow(raw_ops.TensorArraySplitV3(self._handle, value, lengths, self._flow))
+
+    def size(self, name=None):
+        """The number of elements (a constant for arrays that cannot grow, as in TensorFlow)."""
+        if self._known_size is not None:
+            return registry.lookup(self._handle).backend.from_host(np.array(self._known_size, np.int32))
+        return raw_ops.TensorArraySizeV3(self._handle, self._flow)
+
+    def close(self, name=None):
+        raw_ops.TensorArrayCloseV3(self._handle)
+
+
+def _check_wrapping(handle, flow, size, tensor_array_name, element_shape, dynamic_size, clear_after_read):
+    """_GraphTensorArray's argument rules when wrapping an existing handle."""
+    if tensor_array_name is not None:
+        raise InvalidArgumentError("Cannot construct with both handle and tensor_array_name")
+    if not isinstance(handle, Handle):
+        raise InvalidArgumentError(f"Handle must be a TensorArray handle, got {type(handle).__name__}")
+    for value, what in ((size, "size"), (element_shape, "element_shape"), (dynamic_size, "dynamic_size"),
+                        (clear_after_read, "clear_after_read")):
+        if value is not None:
+            raise InvalidArgumentError(f"Cannot provide both a handle and {what} at the same time")
+    if flow is None:
+        raise InvalidArgumentError("flow must not be None if handle is not None.")
+
