@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["host_ints", "scalar_int", "index_vector", "flag_view", "first_occurrences", "has_duplicates",
+__all__ = ["host_ints", "host_indices", "scalar_int", "index_vector", "flag_view", "first_occurrences", "has_duplicates",
            "element_count", "INT32_MAX"]
 
 INT32_MAX = 2**31 - 1
@@ -41,6 +41,14 @@ def host_ints(value, what, dtype_name="int32"):
             bad = low if low < limit_low else high
             raise InvalidArgumentError(f"{what} value {bad} does not fit in {dtype_name}")
     return array.astype(np.int64, copy=False)
+
+
+def host_indices(value, what="indices"):
+    """Like host_ints, but a step-1 range of non-negative ints stays a range: storage
+    reads consecutive slots as one slice (stack is a view), never materialising them."""
+    if type(value) is range and value.step == 1 and 0 <= value.start <= value.stop <= INT32_MAX + 1:
+        return value
+    return host_ints(value, what)
 
 
 def scalar_int(value, what, message):

@@ -29,7 +29,8 @@ class UniformLayout:
         self.backend = backend
         self.dtype = dtype
         self.row_shape = row_shape      # None until the first element is stored
-        self.slab = None
+        self.slab = None                # [capacity, *row_shape]
+        self.view = None                # the slab, read-only where the backend allows
         self.capacity = 0
 
     @property
@@ -54,7 +55,7 @@ class UniformLayout:
         slab = self.backend.zeros(shape, self.dtype)
         if self.slab is not None:
             slab[: self.capacity] = self.slab
-        self.slab, self.capacity = slab, capacity
+        self.slab, self.view, self.capacity = slab, self.backend.readonly(slab), capacity
 
     def store(self, index, value):
         self.slab[index] = value
@@ -69,19 +70,18 @@ class UniformLayout:
         self.slab[indices] = 0
 
     def row(self, index):
-        return self.backend.readonly(self.slab[index])
+        return self.view[index]
 
     def take(self, indices):
         return self.backend.take_rows(self.slab, indices)
 
-    def prefix(self, count):
-        """Rows [0, count) as a read-only view (stack of a fully written array)."""
-        return self.backend.readonly(self.slab[:count])
+    def rows(self, start, stop):
+        """Rows [start, stop) as a read-only view (stack of a fully written array)."""
+        return self.view[start:stop]
 
     def concat_view(self, count):
         """Rows [0, count) joined along their first axis, as a view."""
-        rows = self.slab[:count]
-        return self.backend.readonly(rows.reshape((count * self.row_shape[0],) + self.row_shape[1:]))
+        return self.view[:count].reshape((count * self.row_shape[0],) + self.row_shape[1:])
 
     def stored_slots(self):
         return None
@@ -90,6 +90,7 @@ class UniformLayout:
 class RaggedLayout:
     kind = "ragged"
     capacity = 1 << 62          # allocates per element: every slot index is addressable
+    slab = view = None
 
     def __init__(self, backend, dtype):
         self.backend = backend

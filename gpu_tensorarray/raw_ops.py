@@ -14,8 +14,8 @@ import numpy as np
 from . import dtypes
 from .backends import get_backend
 from .errors import InvalidArgumentError
-from .host import host_ints, scalar_int
-from .registry import registry
+from .host import INT32_MAX, host_indices, host_ints, scalar_int
+from .registry import Handle, registry
 from .shapes import as_partial_shape
 
 __all__ = [
@@ -31,6 +31,7 @@ TensorArrayGradWithShapeOutput = namedtuple("TensorArrayGradWithShape", ["grad_h
 
 _lookup = registry.lookup
 _INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
+_INT32_MIN = -INT32_MAX - 1
 
 
 def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_after_read=True,
@@ -49,21 +50,24 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
 
 def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
-    index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
-    array = _lookup(handle)
+    if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+        index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
+    array = handle._array if type(handle) is Handle else _lookup(handle)
     array.write(index, value)
     return array.backend.flow(flow_in)
 
 
 def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
-    index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
-    return _lookup(handle).read(index, dtypes.as_dtype(dtype))
+    if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+        index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
+    array = handle._array if type(handle) is Handle else _lookup(handle)
+    return array.read(index, dtypes.as_dtype(dtype))
 
 
 def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
     """The elements at ``indices``, stacked along a new first axis."""
-    indices = host_ints(indices, "indices")
+    indices = host_indices(indices)
     element_shape = as_partial_shape(element_shape)
     return _lookup(handle).gather(indices, dtypes.as_dtype(dtype), element_shape)
 

@@ -23,6 +23,8 @@ __all__ = ["ArrayStorage", "WRITTEN", "READ", "CLEARED", "VALUE"]
 # it reads as zeros (gradient arrays get these from the forward array).
 WRITTEN, READ, CLEARED, VALUE = 1, 2, 4, 8
 _STORED = WRITTEN | VALUE
+_READABLE = WRITTEN | VALUE | CLEARED
+_CLEARED_AFTER_READ = WRITTEN | READ | CLEARED
 _FAST_BATCH = 8       # batches up to this size are checked slot by slot
 
 
@@ -49,6 +51,7 @@ class ArrayStorage:
         self.closed = False
         self.flags = bytearray(size)
         self.layout = UniformLayout(backend, dtype)
+        self._native_type = backend.array_type
         self.grads = {}                             # source -> grad handle (registry.py)
         self.lock = threading.Lock()
         self._accepted_shape = None                 # a value shape known to need no element-shape work
@@ -112,9 +115,13 @@ class ArrayStorage:
     # -- TensorArrayWriteV3 --------------------------------------------------------------------
     def write(self, index, value):
         """Steps 3-11 (the index is a host int). Growth happens only if the write succeeds."""
-        value = self._value(value)                                            # 3
+        if type(value) is not self._native_type:
+            value = self.backend.asarray(value)
+        if value.dtype is not self.dtype:                                     # 3
+            self._check_value_dtype(value)
         shape = value.shape
-        with self.lock:
+        self.lock.acquire()         # acquire/release: half the cost of ``with`` on the hot path
+        try:
             if self.closed:                                                   # 4
                 raise self._closed_error()
             size = self.size
@@ -124,14 +131,24 @@ class ArrayStorage:
                 raise self._write_bounds_error(index, size)
             else:
                 flags = 0
+            if not flags and shape == self._accepted_shape and index < self.layout.capacity:
+                # The common case: a first write of a shape the slab already holds.
+                self.layout.slab[index] = value
+                if index >= size:
+                    self._resize(index + 1)
+                self.flags[index] = _STORED
+                return
             element_shape = self.element_shape
             if shape != self._accepted_shape:                                 # 7
                 element_shape = self._checked_element_shape(index, shape, element_shape)
             if flags:                                                         # 8-10
                 self._check_slot(index, shape, flags, self.layout.slot_shape(index))
             self._store(index, value, flags)                                  # 6, 10-11
-            self.element_shape = element_shape
-            self._accepted_shape = shape
+            self._set_element_shape(element_shape)
+            if self.layout.kind == "uniform" and element_shape == self.element_shape:
+                self._accepted_shape = shape
+        finally:
+            self.lock.release()
 
     def _store(self, index, value, flags):
         """Store or aggregate one checked value, growing a dynamic array to hold it."""
@@ -162,13 +179,20 @@ class ArrayStorage:
     # -- TensorArrayReadV3 ---------------------------------------------------------------------
     def read(self, index, dtype):
         """Steps 3-9 (the index is a host int)."""
-        self.check_requested_dtype(dtype)                                      # 3
-        with self.lock:
+        if dtype is not self.dtype:                                            # 3
+            self.check_requested_dtype(dtype)
+        self.lock.acquire()
+        try:
             if self.closed:                                                   # 4
                 raise self._closed_error()
             size = self.size
             if 0 <= index < size:
                 flags = self.flags[index]
+                view = self.layout.view
+                if flags & _READABLE == _STORED and view is not None:
+                    # The common case: a stored value in the slab.
+                    self.flags[index] = _CLEARED_AFTER_READ if self.clear_after_read else flags | READ
+                    return view[index]
             elif index < 0 or not self.is_grad:                               # 5
                 raise self._read_bounds_error(index)
             else:
@@ -188,6 +212,8 @@ class ArrayStorage:
             value = self.layout.row(index)                                    # 9
             self.flags[index] = (flags | READ | CLEARED) & ~VALUE if self.clear_after_read else flags | READ
             return value
+        finally:
+            self.lock.release()
 
     def _cleared_error(self, index):
         return self._error(f"Could not read index {index} twice because it was cleared after a previous read "
@@ -266,17 +292,15 @@ class ArrayStorage:
         if self.layout.kind == "uniform":
             self._materialize(new_size - 1)
         else:
-            for index in indices.tolist():
+            for index in _as_list(indices):
                 if not self.flags[index] & VALUE:
                     self._materialize(index)
-        self._mark_read(indices)
-
-    def _mark_read(self, indices):
         view = flag_view(self.flags)
+        selected = _selector(indices)
         if self.clear_after_read:
-            view[indices] = WRITTEN | READ | CLEARED
+            view[selected] = _CLEARED_AFTER_READ
         else:
-            view[indices] |= READ | VALUE
+            view[selected] |= READ | VALUE
         del view
 
     def _readable_fast(self, indices):
@@ -284,20 +308,23 @@ class ArrayStorage:
         in range, written, not cleared, and (clearing arrays) no slot twice."""
         if self.layout.kind != "uniform" or self.layout.row_shape is None:
             return False
-        if indices.min() < 0 or indices.max() >= self.size:
+        if type(indices) is range:
+            if indices.stop > self.size:
+                return False
+        elif indices.min() < 0 or indices.max() >= self.size or \
+                (self.clear_after_read and has_duplicates(indices)):
             return False
-        flags = flag_view(self.flags)[indices]
-        if not (flags & WRITTEN).all() or (flags & CLEARED).any():
-            return False
-        return not (self.clear_after_read and has_duplicates(indices))
+        flags = flag_view(self.flags)[_selector(indices)]
+        return bool(((flags & (WRITTEN | CLEARED)) == WRITTEN).all())
 
     # -- TensorArrayGatherV3 -------------------------------------------------------------------
     def gather(self, indices, dtype, element_shape):
-        """Steps 2-9; ``indices`` is a host int64 array of any rank."""
+        """Steps 2-9; ``indices`` is a host int64 array of any rank, or a range
+        (host.host_indices), which makes a gather of consecutive slots a view."""
         self.check_requested_dtype(dtype)                                      # 2
         with self.lock:
             merged = merge(self.element_shape, element_shape)                 # 3
-            if indices.ndim != 1:                                             # 4
+            if type(indices) is not range and indices.ndim != 1:              # 4
                 raise self._error(f"Expected indices to be a vector, but received shape: {_shape(indices.shape)}",
                                   named=False)
             if len(indices) == 0:                                             # 5
@@ -314,7 +341,7 @@ class ArrayStorage:
                 shapes, soft, new_size = None, {}, self.size
                 first_shape = self.layout.row_shape
             else:
-                shapes, soft, new_size = self._plan_reads(indices.tolist(), merged)
+                shapes, soft, new_size = self._plan_reads(_as_list(indices), merged)
                 first_shape = shapes[0]
             if not is_compatible(element_shape, first_shape):                 # 7
                 raise self._error(f"TensorArray was passed element_shape {format_shape(element_shape)} which "
@@ -327,9 +354,9 @@ class ArrayStorage:
                                           named=False)
             self._commit_reads(indices, soft, new_size)
             self._set_element_shape(merged)
-            if self.layout.kind == "uniform" and len(indices) == self.size and _is_arange(indices):
-                return self.layout.prefix(self.size)                          # stack: a view
-            return self.layout.take(indices)                                  # 9
+            if type(indices) is range and self.layout.kind == "uniform":
+                return self.layout.rows(indices.start, indices.stop)          # 9: a view (stack)
+            return self.layout.take(index_vector(indices) if type(indices) is range else indices)
 
     def _set_element_shape(self, element_shape):
         if element_shape != self.element_shape:
@@ -374,7 +401,7 @@ class ArrayStorage:
                         f"TensorArray has inconsistent shapes.  Index 0 has (excepting dimension 0) shape: "
                         f"{_shape(first[1:])} but index {index} has (excepting dimension 0) shape: "
                         f"{_shape(shape[1:])}", named=False)
-            self._commit_reads(index_vector(indices), soft, new_size)
+            self._commit_reads(range(count), soft, new_size)
             return self.layout.concat_view(count), [shape[0] for shape in shapes]          # 9
 
     # -- writes of many slots: Scatter and Split -----------------------------------------------
@@ -557,6 +584,10 @@ class ArrayStorage:
         flag_view(self.flags)[written] = WRITTEN
 
 
-def _is_arange(indices):
-    return int(indices[0]) == 0 and int(indices[-1]) == len(indices) - 1 and \
-        (len(indices) < 3 or bool((indices[1:] - indices[:-1] == 1).all()))
+def _as_list(indices):
+    return list(indices) if type(indices) is range else indices.tolist()
+
+
+def _selector(indices):
+    """Indexes NumPy flag views and slabs: a slice for a range (a view), else the array."""
+    return slice(indices.start, indices.stop) if type(indices) is range else indices

@@ -108,7 +108,7 @@ class TensorArray:
 
     def stack(self, name=None):
         """Every element stacked along a new first axis (a view when fully written)."""
-        return self.gather(np.arange(int(self.size())), name=name)
+        return self.gather(range(int(self.size())), name=name)
 
     def gather(self, indices, name=None):
         return raw_ops.TensorArrayGatherV3(self._handle, indices, self._flow, self._dtype,

@@ -114,7 +114,7 @@ class Backend:
     def flow(self, flow_in=0.0):
         """A float32 0-d array: ``flow_in`` itself when it already is one (TensorFlow
         passes flows through unchanged), else a fresh one holding its value."""
-        if type(flow_in) is self.array_type and flow_in.dtype == _FLOAT32 and flow_in.ndim == 0:
+        if type(flow_in) is self.array_type and flow_in.dtype is _FLOAT32 and not flow_in.shape:
             return flow_in
         try:
             host = np.asarray(self.to_numpy(flow_in) if isinstance(flow_in, self.array_type) else flow_in,
