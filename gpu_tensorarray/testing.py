@@ -1,0 +1,39 @@
+"""Helpers for test and benchmark suites (ours and users'): run one body on every backend.
+
+``backend_fixture`` is a pytest fixture: arrays created inside the test live on the
+parametrised backend (numpy, emulated, cupy). Backends that cannot load here are
+skipped, except those listed in REQUIRED_IN_CI when the CI variable is set: there a
+missing backend fails, so CI can never pass by skipping the emulated kernels.
+"""
+
+import os
+
+from . import device, get_backend
+from .errors import UnavailableError
+
+__all__ = ["BACKEND_NAMES", "REQUIRED_IN_CI", "load_backend", "backend_fixture"]
+
+BACKEND_NAMES = ("numpy", "emulated", "cupy")
+REQUIRED_IN_CI = ("numpy", "emulated")
+
+
+def load_backend(name):
+    import pytest
+
+    try:
+        return get_backend(name)
+    except UnavailableError as error:
+        if name in REQUIRED_IN_CI and os.environ.get("CI"):
+            pytest.fail(f"the {name} backend must run in CI: {error}")
+        pytest.skip(f"{name} backend unavailable here: {error}")
+
+
+def _backend(request):
+    with device(load_backend(request.param)) as selected:
+        yield selected
+
+
+def backend_fixture():
+    import pytest
+
+    return pytest.fixture(params=BACKEND_NAMES, name="backend")(_backend)
