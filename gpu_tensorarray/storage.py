@@ -576,11 +576,12 @@ class ArrayStorage:
         written = (view & WRITTEN).nonzero()[0]
         del view
         if forward.layout.kind == "uniform":
-            if forward.layout.row_shape is not None and len(written):
+            if forward.layout.row_shape is not None:
                 self.layout = UniformLayout(self.backend, self.dtype, prepend + forward.layout.row_shape)
         else:
+            self.layout = RaggedLayout(self.backend, self.dtype)
             for index in written.tolist():
-                self._set_soft(index, prepend + forward.layout.slot_shape(index))
+                self.layout.set_shape(index, prepend + forward.layout.slot_shape(index))
         flag_view(self.flags)[written] = WRITTEN
 
 
