@@ -43,6 +43,11 @@ class UniformLayout:
     def accepts(self, shape):
         return self.row_shape is None or self.row_shape == shape
 
+    def set_shape(self, index, shape):
+        """Slot ``index`` will hold an element of ``shape`` (one the layout accepts)."""
+        if self.row_shape is None:
+            self.row_shape = shape
+
     def reserve(self, needed, row_shape=None, exact=False):
         """Make rows [0, needed) addressable; fixes the row shape on first use."""
         if self.row_shape is None:

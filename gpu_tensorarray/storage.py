@@ -105,7 +105,8 @@ class ArrayStorage:
                     f"Could not aggregate to TensorArray index {index} because the existing shape is "
                     f"{_shape(slot_shape)} but the new input shape is {_shape(shape)}.")
             if flags & VALUE and self.dtype not in dtypes.AGGREGATABLE and element_count(shape):
-                raise self._error(f"tensor_array::AddToTensor type not supported: {dtypes.tf_name(self.dtype)}")
+                raise self._error(f"tensor_array::AddToTensor type not supported: {dtypes.tf_name(self.dtype)}",
+                                  named=False)
 
     def _value(self, value):
         value = self.backend.asarray(value)
@@ -170,6 +171,7 @@ class ArrayStorage:
             written = (view & WRITTEN).nonzero()[0].tolist()
             valued = (view & VALUE).nonzero()[0].tolist()
             self.layout = RaggedLayout.from_uniform(self.layout, written, valued)
+            self._accepted_shape = None             # the write fast path is for slabs only
         return self.layout
 
     def _resize(self, size):
@@ -231,10 +233,7 @@ class ArrayStorage:
 
     def _set_soft(self, index, shape):
         """Slot ``index`` gets a shape and reads as zeros; it holds no value yet."""
-        if self.layout.accepts(shape):
-            self.layout.reserve(0, shape)
-        else:
-            self._layout_for(shape).set_shape(index, shape)
+        self._layout_for(shape).set_shape(index, shape)
         self.flags[index] = WRITTEN
 
     def _grow_soft(self, size, shape):
@@ -432,7 +431,7 @@ class ArrayStorage:
         some slot may fail (then the slot-by-slot plan finds the first failure)."""
         if indices.min() < 0 or (not self.dynamic_size and indices.max() >= self.size):
             return None
-        if not self.layout.accepts(shape):
+        if self.layout.kind != "uniform" or not self.layout.accepts(shape):
             return None
         element_shape = self._checked_element_shape(int(indices[0]), shape, self.element_shape)
         flags = flag_view(self.flags)[indices[indices < self.size]]

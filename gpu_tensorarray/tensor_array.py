@@ -11,6 +11,7 @@ import numpy as np
 from . import dtypes, raw_ops
 from .errors import InvalidArgumentError
 from .registry import Handle, registry
+from .shapes import merge
 
 __all__ = ["TensorArray"]
 
@@ -19,7 +20,10 @@ class TensorArray:
     """A list of tensors of one dtype, written once, read (by default) once, with
     gradient arrays that accumulate (``grad``)."""
 
-    __slots__ = ("_handle", "_flow", "_dtype", "_infer_shape", "_dynamic_size", "_known_size")
+    # _shape_cell: the element shape known from the values passed in (TensorFlow's
+    # Python-side shape inference), shared by every TensorArray of one handle and
+    # by its gradient arrays, as in TensorFlow.
+    __slots__ = ("_handle", "_flow", "_dtype", "_infer_shape", "_dynamic_size", "_known_size", "_shape_cell")
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None,
@@ -34,6 +38,7 @@ class TensorArray:
             self._handle, self._flow = handle, array.backend.flow(flow)
             self._dynamic_size = array.dynamic_size
             self._known_size = None
+            self._shape_cell = [None]
             return
         if size is None:
             raise InvalidArgumentError("Size must be provided if handle is not provided")
@@ -43,6 +48,7 @@ class TensorArray:
             clear_after_read=True if clear_after_read is None else clear_after_read,
             identical_element_shapes=self._infer_shape, tensor_array_name=tensor_array_name or "")
         self._known_size = None if self._dynamic_size else registry.lookup(self._handle).size
+        self._shape_cell = [registry.lookup(self._handle).element_shape]
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -64,7 +70,20 @@ class TensorArray:
     @property
     def element_shape(self):
         """The element shape known so far: None (unknown rank) or a tuple with None for unknown dims."""
-        return registry.lookup(self._handle).element_shape
+        known = registry.lookup(self._handle).element_shape
+        try:
+            return merge(self._shape_cell[0], known)
+        except InvalidArgumentError:
+            return known
+
+    def _infer(self, shape):
+        """Merge a shape learnt from a value into the shared cell (infer_shape only)."""
+        current = self._shape_cell[0]
+        if self._infer_shape and (current is None or None in current):
+            try:
+                self._shape_cell[0] = merge(current, tuple(shape))
+            except InvalidArgumentError:
+                pass    # the op itself reported any real conflict
 
     def __repr__(self):
         return f"<gpu_tensorarray.TensorArray {self._handle.name!r} dtype={self._dtype.name}>"
@@ -72,8 +91,8 @@ class TensorArray:
     def _with_flow(self, flow):
         result = object.__new__(TensorArray)
         result._handle, result._flow, result._dtype = self._handle, flow, self._dtype
-        result._infer_shape, result._dynamic_size, result._known_size = \
-            self._infer_shape, self._dynamic_size, self._known_size
+        result._infer_shape, result._dynamic_size, result._known_size, result._shape_cell = \
+            self._infer_shape, self._dynamic_size, self._known_size, self._shape_cell
         return result
 
     def _value(self, value):
@@ -97,14 +116,18 @@ class TensorArray:
         """The gradient array for ``source`` (same source -> same array)."""
         flow = self._flow if flow is None else flow
         grad_handle, _ = raw_ops.TensorArrayGradV3(self._handle, flow, source)
-        return TensorArray(self._dtype, handle=grad_handle, flow=flow, infer_shape=self._infer_shape)
+        grad = TensorArray(self._dtype, handle=grad_handle, flow=flow, infer_shape=self._infer_shape)
+        grad._shape_cell = self._shape_cell
+        return grad
 
     def read(self, index, name=None):
         return raw_ops.TensorArrayReadV3(self._handle, index, self._flow, self._dtype)
 
     def write(self, index, value, name=None):
         value = self._value(value)
-        return self._with_flow(raw_ops.TensorArrayWriteV3(self._handle, index, value, self._flow))
+        result = self._with_flow(raw_ops.TensorArrayWriteV3(self._handle, index, value, self._flow))
+        self._infer(value.shape)
+        return result
 
     def stack(self, name=None):
         """Every element stacked along a new first axis (a view when fully written)."""
@@ -130,11 +153,17 @@ class TensorArray:
 
     def scatter(self, indices, value, name=None):
         value = self._value(value)
-        return self._with_flow(raw_ops.TensorArrayScatterV3(self._handle, indices, value, self._flow))
+        result = self._with_flow(raw_ops.TensorArrayScatterV3(self._handle, indices, value, self._flow))
+        self._infer(value.shape[1:])
+        return result
 
     def split(self, value, lengths, name=None):
         value = self._value(value)
-        return self._with_flow(raw_ops.TensorArraySplitV3(self._handle, value, lengths, self._flow))
+        result = self._with_flow(raw_ops.TensorArraySplitV3(self._handle, value, lengths, self._flow))
+        lengths = np.asarray(lengths).reshape(-1)
+        if len(lengths) and (lengths == lengths[0]).all():     # equal pieces have one shape
+            self._infer((int(lengths[0]),) + tuple(value.shape[1:]))
+        return result
 
     def size(self, name=None):
         """The number of elements (a constant for arrays that cannot grow, as in TensorFlow)."""
