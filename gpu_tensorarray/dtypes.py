@@ -60,6 +60,8 @@ def as_dtype(spec):
 
 
 def _resolve(spec):
+    if spec is None:
+        raise InvalidArgumentError(f"dtype is required; supported: {_supported_names()}")
     if isinstance(spec, str):
         name = _ALIASES.get(spec.lower(), spec.lower())
     elif spec in _PYTHON_TYPES:

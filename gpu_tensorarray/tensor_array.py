@@ -177,7 +177,7 @@ class TensorArray:
 
 def _check_wrapping(handle, flow, size, tensor_array_name, element_shape, dynamic_size, clear_after_read):
     """_GraphTensorArray's argument rules when wrapping an existing handle."""
-    if tensor_array_name is not None:
+    if tensor_array_name:
         raise InvalidArgumentError("Cannot construct with both handle and tensor_array_name")
     if not isinstance(handle, Handle):
         raise InvalidArgumentError(f"Handle must be a TensorArray handle, got {type(handle).__name__}")

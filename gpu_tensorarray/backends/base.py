@@ -116,6 +116,8 @@ class Backend:
         passes flows through unchanged), else a fresh one holding its value."""
         if type(flow_in) is self.array_type and flow_in.dtype is _FLOAT32 and not flow_in.shape:
             return flow_in
+        if flow_in is None:
+            raise InvalidArgumentError("flow_in must be a float scalar, got None")
         try:
             host = np.asarray(self.to_numpy(flow_in) if isinstance(flow_in, self.array_type) else flow_in,
                               dtype=_FLOAT32)
