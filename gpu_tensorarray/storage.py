@@ -50,6 +50,9 @@ class ArrayStorage:
         self.marked_size = marked_size              # set by Split; Concat of a grad array uses it
         self.closed = False
         self.flags = bytearray(size)
+        self.written_count = 0                      # slots with WRITTEN: with cleared_count, makes
+        self.cleared_count = 0                      # "stack of a fully written array" an O(1) check
+        self._unmarked_reads = 0                    # slots [0, n) read by a stack, flags not yet set
         self.layout = UniformLayout(backend, dtype)
         self._native_type = backend.array_type
         self.grads = {}                             # source -> grad handle (registry.py)
@@ -123,6 +126,8 @@ class ArrayStorage:
         shape = value.shape
         self.lock.acquire()         # acquire/release: half the cost of ``with`` on the hot path
         try:
+            if self._unmarked_reads:
+                self._settle()
             if self.closed:                                                   # 4
                 raise self._closed_error()
             size = self.size
@@ -138,6 +143,7 @@ class ArrayStorage:
                 if index >= size:
                     self._resize(index + 1)
                 self.flags[index] = _STORED
+                self.written_count += 1
                 return
             element_shape = self.element_shape
             if shape != self._accepted_shape:                                 # 7
@@ -163,6 +169,8 @@ class ArrayStorage:
         if index >= self.size:
             self._resize(index + 1)
         self.flags[index] = flags | _STORED
+        if not flags & WRITTEN:
+            self.written_count += 1
 
     def _layout_for(self, shape):
         """The layout, switched to ragged the first time an element's shape differs."""
@@ -185,6 +193,8 @@ class ArrayStorage:
             self.check_requested_dtype(dtype)
         self.lock.acquire()
         try:
+            if self._unmarked_reads:
+                self._settle()
             if self.closed:                                                   # 4
                 raise self._closed_error()
             size = self.size
@@ -193,7 +203,11 @@ class ArrayStorage:
                 view = self.layout.view
                 if flags & _READABLE == _STORED and view is not None:
                     # The common case: a stored value in the slab.
-                    self.flags[index] = _CLEARED_AFTER_READ if self.clear_after_read else flags | READ
+                    if self.clear_after_read:
+                        self.flags[index] = _CLEARED_AFTER_READ
+                        self.cleared_count += 1
+                    else:
+                        self.flags[index] = flags | READ
                     return view[index]
             elif index < 0 or not self.is_grad:                               # 5
                 raise self._read_bounds_error(index)
@@ -212,7 +226,11 @@ class ArrayStorage:
                 self._materialize(index)
                 flags |= VALUE
             value = self.layout.row(index)                                    # 9
-            self.flags[index] = (flags | READ | CLEARED) & ~VALUE if self.clear_after_read else flags | READ
+            if self.clear_after_read:
+                self.flags[index] = _CLEARED_AFTER_READ
+                self.cleared_count += 1
+            else:
+                self.flags[index] = flags | READ
             return value
         finally:
             self.lock.release()
@@ -235,6 +253,7 @@ class ArrayStorage:
         """Slot ``index`` gets a shape and reads as zeros; it holds no value yet."""
         self._layout_for(shape).set_shape(index, shape)
         self.flags[index] = WRITTEN
+        self.written_count += 1
 
     def _grow_soft(self, size, shape):
         """A gradient array read past its end grows; every new slot is soft zeros."""
@@ -294,13 +313,26 @@ class ArrayStorage:
             for index in _as_list(indices):
                 if not self.flags[index] & VALUE:
                     self._materialize(index)
+        if self.clear_after_read:
+            self.cleared_count += len(indices)      # distinct and uncleared: the plan checked
+        if type(indices) is range and indices.start == 0 and len(indices) == self.size:
+            # A stack: its O(size) flag update waits for the next op (_settle), so
+            # stacking an array that is then dropped or closed costs O(1).
+            self._unmarked_reads = self.size
+        else:
+            self._mark_read(_selector(indices))
+
+    def _mark_read(self, selected):
         view = flag_view(self.flags)
-        selected = _selector(indices)
         if self.clear_after_read:
             view[selected] = _CLEARED_AFTER_READ
         else:
             view[selected] |= READ | VALUE
         del view
+
+    def _settle(self):
+        self._mark_read(slice(0, self._unmarked_reads))
+        self._unmarked_reads = 0
 
     def _readable_fast(self, indices):
         """Whether a uniform gather of ``indices`` needs no per-slot work: every slot
@@ -310,6 +342,8 @@ class ArrayStorage:
         if type(indices) is range:
             if indices.stop > self.size:
                 return False
+            if len(indices) == self.size:   # the whole array (stack): counters answer in O(1)
+                return self.written_count == self.size and self.cleared_count == 0
         elif indices.min() < 0 or indices.max() >= self.size or \
                 (self.clear_after_read and has_duplicates(indices)):
             return False
@@ -322,6 +356,8 @@ class ArrayStorage:
         (host.host_indices), which makes a gather of consecutive slots a view."""
         self.check_requested_dtype(dtype)                                      # 2
         with self.lock:
+            if self._unmarked_reads:
+                self._settle()
             merged = merge(self.element_shape, element_shape)                 # 3
             if type(indices) is not range and indices.ndim != 1:              # 4
                 raise self._error(f"Expected indices to be a vector, but received shape: {_shape(indices.shape)}",
@@ -367,6 +403,8 @@ class ArrayStorage:
         """Steps 2-9. Returns (value, lengths as a list of ints)."""
         self.check_requested_dtype(dtype)                                      # 2
         with self.lock:
+            if self._unmarked_reads:
+                self._settle()
             if self.closed:                                                   # 3
                 raise self._closed_error()
             count = self.marked_size if self.is_grad else self.size          # 4
@@ -474,10 +512,13 @@ class ArrayStorage:
 
     def _store_rows(self, indices, rows):
         view = flag_view(self.flags)
+        first = first_occurrences(indices) if self.aggregate else None
+        self.written_count += len(indices) if first is None else \
+            int(((view[indices[first]] & WRITTEN) == 0).sum())
         if self.aggregate:
             # First arrivals at slots without a value are stored (TF stores, it does
             # not add to zeros: -0.0 survives); every later arrival adds, in order.
-            fresh = first_occurrences(indices) & ((view[indices] & VALUE) == 0)
+            fresh = first & ((view[indices] & VALUE) == 0)
             if fresh.all():
                 self.layout.store_rows(indices, rows)
             else:
@@ -499,6 +540,8 @@ class ArrayStorage:
             raise self._error(f"Input value for unpack must be at least a vector but received shape: "
                               f"{_shape(value.shape)}", named=False)
         with self.lock:
+            if self._unmarked_reads:
+                self._settle()
             if self.closed:                                                   # 5
                 raise self._closed_error()
             if indices.ndim != 1:                                             # 6
@@ -528,6 +571,8 @@ class ArrayStorage:
             raise self._error(f"Expected sum of lengths to be equal to values.shape[0], but sum of lengths is "
                               f"{total} and value's shape is: {_shape(value.shape)}", named=False)
         with self.lock:
+            if self._unmarked_reads:
+                self._settle()
             if self.closed:                                                   # 6
                 raise self._closed_error()
             count = len(lengths)                                              # 8
@@ -563,6 +608,7 @@ class ArrayStorage:
             self.closed = True
             self.layout = UniformLayout(self.backend, self.dtype)
             self.flags = bytearray()
+            self.written_count = self.cleared_count = self._unmarked_reads = 0
 
     @property
     def nbytes(self):
@@ -571,6 +617,8 @@ class ArrayStorage:
     # -- gradient arrays (TensorArrayGradV3's CopyShapesFrom) ----------------------------------
     def copy_shapes_from(self, forward, prepend):
         """Every written forward slot becomes a soft slot of shape prepend + its shape."""
+        if forward._unmarked_reads:
+            forward._settle()
         view = flag_view(forward.flags)
         written = (view & WRITTEN).nonzero()[0]
         del view
@@ -582,6 +630,7 @@ class ArrayStorage:
             for index in written.tolist():
                 self.layout.set_shape(index, prepend + forward.layout.slot_shape(index))
         flag_view(self.flags)[written] = WRITTEN
+        self.written_count = len(written)
 
 
 def _as_list(indices):
