@@ -7,15 +7,17 @@ NVIDIA GPUs (CuPy) or the CPU (NumPy), without TensorFlow.
     gta.raw_ops.TensorArrayReadV3(ta.handle, 0, ta.flow, "float32")
 """
 
-from . import errors, raw_ops
+from . import errors, gradients, raw_ops
 from .backends import accumulation, available_backends, default_backend, device, get_accumulation, get_backend
 from .registry import Handle, registry
+from .gradients import GradientTape, check_gradients
 from .tensor_array import TensorArray
 
 __version__ = "0.1.0"
 __all__ = [
-    "TensorArray", "raw_ops", "errors", "device", "get_backend", "accumulation", "get_accumulation",
-    "available_backends", "default_backend", "to_numpy", "stats", "Handle", "__version__",
+    "TensorArray", "raw_ops", "errors", "gradients", "GradientTape", "check_gradients", "device", "get_backend",
+    "accumulation", "get_accumulation", "available_backends", "default_backend", "to_numpy", "stats", "Handle",
+    "__version__",
 ]
 
 

@@ -30,6 +30,10 @@ TensorArrayGradV3Output = namedtuple("TensorArrayGradV3", ["grad_handle", "flow_
 TensorArrayGradWithShapeOutput = namedtuple("TensorArrayGradWithShape", ["grad_handle", "flow_out"])
 
 _lookup = registry.lookup
+# The GradientTape hook (gradients.py): None unless some tape is recording, then a
+# function called after each successful differentiable op with (op type, inputs,
+# outputs, dtype). One global check per op is all it costs when no tape records.
+_record = None
 _INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
 _INT32_MIN = -INT32_MAX - 1
 
@@ -54,7 +58,10 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
     array = handle._array if type(handle) is Handle else _lookup(handle)
     array.write(index, value)
-    return array.backend.flow(flow_in)
+    flow_out = array.backend.flow(flow_in)
+    if _record is not None:
+        _record("TensorArrayWriteV3", (handle, index, value, flow_in), (flow_out,), array.dtype)
+    return flow_out
 
 
 def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
@@ -62,14 +69,21 @@ def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
     array = handle._array if type(handle) is Handle else _lookup(handle)
-    return array.read(index, dtypes.as_dtype(dtype))
+    value = array.read(index, dtypes.as_dtype(dtype))
+    if _record is not None:
+        _record("TensorArrayReadV3", (handle, index, flow_in), (value,), array.dtype)
+    return value
 
 
 def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
     """The elements at ``indices``, stacked along a new first axis."""
     indices = host_indices(indices)
     element_shape = as_partial_shape(element_shape)
-    return _lookup(handle).gather(indices, dtypes.as_dtype(dtype), element_shape)
+    array = _lookup(handle)
+    value = array.gather(indices, dtypes.as_dtype(dtype), element_shape)
+    if _record is not None:
+        _record("TensorArrayGatherV3", (handle, indices, flow_in), (value,), array.dtype)
+    return value
 
 
 def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
@@ -77,7 +91,10 @@ def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
     indices = host_ints(indices, "indices")
     array = _lookup(handle)
     array.scatter(indices, value)
-    return array.backend.flow(flow_in)
+    flow_out = array.backend.flow(flow_in)
+    if _record is not None:
+        _record("TensorArrayScatterV3", (handle, indices, value, flow_in), (flow_out,), array.dtype)
+    return flow_out
 
 
 def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name=None):
@@ -85,7 +102,10 @@ def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name
     element_shape_except0 = as_partial_shape(element_shape_except0, "element_shape_except0")
     array = _lookup(handle)
     value, lengths = array.concat(dtypes.as_dtype(dtype), element_shape_except0)
-    return TensorArrayConcatV3Output(value, array.backend.from_host(np.array(lengths, np.int64)))
+    output = TensorArrayConcatV3Output(value, array.backend.from_host(np.array(lengths, np.int64)))
+    if _record is not None:
+        _record("TensorArrayConcatV3", (handle, flow_in), output, array.dtype)
+    return output
 
 
 def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
@@ -93,7 +113,10 @@ def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
     lengths = host_ints(lengths, "lengths", "int64")
     array = _lookup(handle)
     array.split(value, lengths)
-    return array.backend.flow(flow_in)
+    flow_out = array.backend.flow(flow_in)
+    if _record is not None:
+        _record("TensorArraySplitV3", (handle, value, lengths, flow_in), (flow_out,), array.dtype)
+    return flow_out
 
 
 def TensorArraySizeV3(handle, flow_in, name=None):

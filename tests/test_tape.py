@@ -1,0 +1,573 @@
+"""GradientTape and check_gradients: TensorFlow's gradient scenarios (TF_SEMANTICS.md
+section 6) replayed through the tape, on every backend."""
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import gpu_tensorarray as gta
+from gpu_tensorarray import errors, gradients, raw_ops
+
+F32 = np.dtype("float32")
+
+
+def arr(backend, value, dtype="float32"):
+    return backend.asarray(np.asarray(value, dtype=dtype))
+
+
+def host(value):
+    return gta.to_numpy(value)
+
+
+def live():
+    gc.collect()           # unclosed arrays of earlier tests caught in reference cycles go now, not mid-test
+    return gta.stats()["live_arrays"]
+
+
+def assert_on(backend, *values):
+    for value in values:
+        assert isinstance(value, backend.array_type), type(value)
+
+
+# -- TensorFlow's scenarios -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+def test_tf24_gradient_write_read(backend, dtype):
+    """testTensorArrayGradientWriteRead: four separate gradient computations, one forward."""
+    c = lambda x: arr(backend, x, dtype)       # noqa: E731
+    value_0, value_1 = c([[4.0, 5.0]]), c(3.0)
+    with gta.GradientTape(persistent=True) as tape:
+        ta = gta.TensorArray(dtype, size=3, infer_shape=False, clear_after_read=False)
+        w1 = ta.write(0, value_0).write(1, value_1)
+        r0, r1, r0_2 = w1.read(0), w1.read(1), w1.read(0)
+    just_r0 = tape.gradient([r0], [value_0], output_gradients=[c([[2.0, 3.0]])])
+    np.testing.assert_array_equal(host(just_r0[0]), [[2.0, 3.0]])
+    r0_r0_2 = tape.gradient([r0, r0_2], [value_0], output_gradients=[c([[2.0, 3.0]]), c([[1.0, -1.0]])])
+    np.testing.assert_array_equal(host(r0_r0_2[0]), [[3.0, 2.0]])
+    just_r1 = tape.gradient([r1], [value_1], output_gradients=[c(-2.0)])
+    np.testing.assert_array_equal(host(just_r1[0]), -2.0)
+    both = tape.gradient([r0, r0_2, r1], [value_0, value_1],
+                         output_gradients=[c([[2.0, 3.0]]), c([[1.0, -1.0]]), c(-2.0)])
+    np.testing.assert_array_equal(host(both[0]), [[3.0, 2.0]])
+    np.testing.assert_array_equal(host(both[1]), -2.0)
+    assert both[0].dtype == np.dtype(dtype) and both[1].shape == ()
+    assert_on(backend, *both)
+    assert tape.sources_used == ["gradients", "gradients_1", "gradients_2", "gradients_3"]
+
+
+def test_tf25_gradient_write_pack_concat_and_read(backend):
+    value_0, value_1 = arr(backend, [-1.0, 1.0]), arr(backend, [-10.0, 10.0])
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=2, clear_after_read=False)
+        w1 = ta.write(0, value_0).write(1, value_1)
+        p0, r0, s0 = w1.stack(), w1.read(0), w1.concat()
+    grads = tape.gradient([p0, r0, s0], [value_0, value_1],
+                          output_gradients=[arr(backend, [[2.0, 3.0], [4.0, 5.0]]), arr(backend, [-0.5, 1.5]),
+                                            arr(backend, [20.0, 30.0, 40.0, 50.0])])
+    np.testing.assert_allclose(host(grads[0]), [2.0 - 0.5 + 20.0, 3.0 + 1.5 + 30.0])
+    np.testing.assert_array_equal(host(grads[1]), [4.0 + 40.0, 5.0 + 50.0])
+
+
+def test_tf27_gradient_unpack_read(backend):
+    value = arr(backend, [[1.0, -1.0], [10.0, -10.0]])
+    with gta.GradientTape() as tape:
+        w = gta.TensorArray(F32, size=2, clear_after_read=False).unstack(value)
+        r0, r0_1, r1 = w.read(0), w.read(0), w.read(1)
+    grad = tape.gradient([r0, r0_1, r1], [value], output_gradients=[
+        arr(backend, [2.0, 3.0]), arr(backend, [-1.5, 1.5]), arr(backend, [4.0, 5.0])])
+    assert len(grad) == 1
+    np.testing.assert_array_equal(host(grad[0]), [[2.0 - 1.5, 3.0 + 1.5], [4.0, 5.0]])
+
+
+def test_tf28_gradient_split_concat(backend):
+    value = arr(backend, [[1.0, -1.0], [10.0, -10.0], [100.0, -100.0]])
+    grad_ys = arr(backend, [[2.0, -2.0], [20.0, -20.0], [200.0, -200.0]])
+    with gta.GradientTape() as tape:
+        r = gta.TensorArray(F32, size=2, infer_shape=False).split(value, [2, 1]).concat()
+    grad = tape.gradient([r], [value], output_gradients=[grad_ys])
+    np.testing.assert_array_equal(host(grad[0]), host(grad_ys))
+    assert grad[0] is not grad_ys
+
+
+def test_tf29_gradient_dynamic_unpack_read(backend):
+    value = arr(backend, [[1.0, -1.0], [10.0, -10.0]])
+    with gta.GradientTape() as tape:
+        w = gta.TensorArray(F32, size=0, dynamic_size=True).unstack(value)
+        r0, r1 = w.read(0), w.read(1)
+    grad = tape.gradient([r0, r1], [value], output_gradients=[arr(backend, [2.0, 3.0]), arr(backend, [4.0, 5.0])])
+    np.testing.assert_array_equal(host(grad[0]), [[2.0, 3.0], [4.0, 5.0]])
+
+
+def test_tf36_grad_serial_two_loops(backend):
+    """testGradSerialTwoLoops: x_0 = x, x_i = 2 * read(i - 1) for i < 5, zeros after, stack.
+    The multiplications are the program's own math, so the chain through them is
+    hand-written: one gradient computation per step on a persistent tape."""
+    num_steps = 100
+    x = arr(backend, 2.0)
+    z = arr(backend, 0.0)
+    written, reads = [x], []
+    with gta.GradientTape(persistent=True) as tape:
+        acc = gta.TensorArray(F32, size=num_steps, clear_after_read=False, element_shape=())
+        acc = acc.write(0, x)
+        for i in range(1, 5):
+            reads.append(acc.read(i - 1))
+            written.append(arr(backend, 2.0 * host(reads[-1])))
+            acc = acc.write(i, written[-1])
+        for i in range(5, num_steps):
+            acc = acc.write(i, z)
+        r = acc.stack()
+    direct = tape.gradient(r, written)                 # d sum(r) / d x_i through the stack: ones
+    total = host(direct[4])
+    for i in range(3, -1, -1):                          # x_{i+1} = 2 * read(i)
+        through_read = tape.gradient(reads[i], written[i], output_gradients=arr(backend, 2.0 * total))
+        total = host(direct[i]) + host(through_read)
+    assert float(total) == 31.0
+    assert len(tape.sources_used) == 5 and len(set(tape.sources_used)) == 5
+
+
+def test_tf38_sum_of_two_reads_without_repeat_grad(backend):
+    a = arr(backend, np.arange(15).reshape(3, 5) + 1)
+    b = arr(backend, np.arange(15).reshape(3, 5) + 16)
+    g0 = arr(backend, -(np.arange(15).reshape(3, 5) + 1))
+    with gta.GradientTape(persistent=True) as tape:
+        ta = gta.TensorArray(F32, size=2).write(0, a).write(1, b)
+        read_a, read_b = ta.read(0), ta.read(1)       # c = read_a + read_b: dc/dread_* = 1
+    grad_a = tape.gradient([read_a, read_b], [a], output_gradients=[g0, g0])[0]
+    grad_b = tape.gradient([read_a, read_b], [b], output_gradients=[g0, g0])[0]
+    np.testing.assert_array_equal(host(grad_a), host(g0))
+    np.testing.assert_array_equal(host(grad_b), host(g0))
+    joint_a, joint_b = tape.gradient([read_a, read_b], [a, b], output_gradients=[g0, g0])
+    np.testing.assert_array_equal(host(joint_a), host(g0))
+    np.testing.assert_array_equal(host(joint_b), host(g0))
+
+
+def test_tf48_gradient_when_not_all_components_read(backend):
+    x = arr(backend, [2.0, 3.0])
+    with gta.GradientTape() as tape:
+        r0 = gta.TensorArray(F32, size=2).unstack(x).read(0)
+    grad = tape.gradient([r0], [x], output_gradients=[arr(backend, 1.0)])
+    np.testing.assert_array_equal(host(grad[0]), [1.0, 0.0])
+
+
+def test_tf49_write_but_not_all_components_read(backend):
+    x0, x1 = arr(backend, 5.0), arr(backend, 10.0)
+    with gta.GradientTape() as tape:
+        r0 = gta.TensorArray(F32, size=2).write(0, x0).write(1, x1).read(0)
+    grads = tape.gradient([r0], [x0, x1], output_gradients=[arr(backend, 1.0)])
+    assert [float(host(g)) for g in grads] == [1.0, 0.0]
+    assert_on(backend, *grads)
+
+
+def test_tf50_unpack_dynamic(backend):
+    x = arr(backend, [1.0, 2.0, 3.0])
+    with gta.GradientTape() as tape:
+        w1 = gta.TensorArray(F32, size=3, dynamic_size=True).unstack(x).write(3, arr(backend, 4.0))
+        r = w1.stack()
+    np.testing.assert_array_equal(host(r), [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(host(tape.gradient([r], [x])[0]), [1.0, 1.0, 1.0])
+
+
+def test_tf51_split_dynamic(backend):
+    x = arr(backend, [1.0, 2.0, 3.0])
+    with gta.GradientTape() as tape:
+        w1 = gta.TensorArray(F32, size=3, dynamic_size=True).split(x, [1, 1, 1]).write(3, arr(backend, [4.0]))
+        r = w1.concat()
+    np.testing.assert_array_equal(host(r), [1.0, 2.0, 3.0, 4.0])
+    # The grad array's concat uses the forward's marked size (3 split pieces), not its size 4.
+    np.testing.assert_array_equal(host(tape.gradient([r], [x])[0]), [1.0, 1.0, 1.0])
+
+
+def test_tf57_scatter_read_and_gradients(backend):
+    value = arr(backend, [[1.0, -1.0], [10.0, -10.0]])
+    with gta.GradientTape() as tape:
+        w = gta.TensorArray(F32, size=0, dynamic_size=True).scatter([1, 8], value)
+        r0, r1 = w.read(1), w.read(8)
+    np.testing.assert_array_equal(host(r0), [1.0, -1.0])
+    np.testing.assert_array_equal(host(r1), [10.0, -10.0])
+    grad = tape.gradient([r0, r1], [value], output_gradients=[arr(backend, [2.0, 3.0]), arr(backend, [4.0, 5.0])])
+    np.testing.assert_array_equal(host(grad[0]), [[2.0, 3.0], [4.0, 5.0]])
+
+
+def test_tf58_scatter_partial_read_and_gradients(backend):
+    value = arr(backend, [[1.0, -1.0], [10.0, -10.0]])
+    with gta.GradientTape() as tape:
+        r0 = gta.TensorArray(F32, size=0, dynamic_size=True).scatter([1, 8], value).read(1)
+    grad = tape.gradient([r0], [value], output_gradients=[arr(backend, [2.0, 3.0])])[0]
+    np.testing.assert_array_equal(host(grad), [[2.0, 3.0], [0.0, 0.0]])
+
+
+def test_tf60_write_gather_and_gradients(backend):
+    values = arr(backend, [[1.0 * x, -1.0 * x] for x in range(10)])
+    with gta.GradientTape() as tape:
+        g = gta.TensorArray(F32, size=0, dynamic_size=True).unstack(values).gather([1, 8])
+    np.testing.assert_array_equal(host(g), [[1.0, -1.0], [8.0, -8.0]])
+    grad = tape.gradient(g, values, output_gradients=arr(backend, [[2.0, 3.0], [4.0, 5.0]]))
+    expected = np.zeros((10, 2))
+    expected[1], expected[8] = [2.0, 3.0], [4.0, 5.0]
+    np.testing.assert_array_equal(host(grad), expected)
+
+
+# -- two gradient computations (TensorArrayGradV3's docs) -------------------------------------------
+
+def test_two_gradient_computations_keep_separate_accumulators(backend):
+    before = live()
+    states = [arr(backend, np.full(3, t + 1.0)) for t in range(4)]
+    with gta.GradientTape(persistent=True) as tape:
+        ta = gta.TensorArray(F32, size=0, dynamic_size=True, clear_after_read=False)
+        for t, state in enumerate(states):
+            ta = ta.write(t, state)
+        every = [ta.read(t) for t in range(4)]
+        first, first_again, last = ta.read(0), ta.read(0), ta.read(3)
+    forward = gta.registry.lookup(ta.handle)
+    assert forward.dynamic_size
+    d1 = tape.gradient(every, states, output_gradients=[arr(backend, np.full(3, t + 1.0)) for t in range(4)])
+    # The first computation locked the forward array's size.
+    assert not forward.dynamic_size and int(host(ta.size())) == 4
+    with pytest.raises(errors.InvalidArgumentError, match="Tried to write to index 4 but array is not resizeable"):
+        ta.write(4, states[0])
+    d2 = tape.gradient([first, first_again, last], states,
+                       output_gradients=[arr(backend, np.ones(3)), arr(backend, np.ones(3)),
+                                         arr(backend, np.full(3, 2.0))])
+    assert tape.sources_used == ["gradients", "gradients_1"]
+    assert sorted(forward.grads) == ["gradients", "gradients_1"]
+    assert [gta.registry.lookup(h).name for h in forward.grads.values()] == \
+        [f"{forward.name}@gradients", f"{forward.name}@gradients_1"]
+    np.testing.assert_array_equal([host(g)[0] for g in d1], [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal([host(g)[0] for g in d2], [2.0, 0.0, 0.0, 2.0])
+    # Computation 1 again: its own fresh accumulator, the same values (never doubled).
+    d1_again = tape.gradient(every, states, output_gradients=[arr(backend, np.full(3, t + 1.0)) for t in range(4)])
+    np.testing.assert_array_equal([host(g)[0] for g in d1_again], [1.0, 2.0, 3.0, 4.0])
+    assert tape.sources_used[-1] == "gradients_2"
+    # Every gradient array was closed by the tape; only the forward array is left.
+    assert live() == before + 1
+    ta.close()
+    assert live() == before
+
+
+def test_tapes_sharing_a_forward_array_never_share_an_accumulator(backend):
+    x = arr(backend, [1.0, 2.0])
+    with gta.GradientTape() as outer:
+        with gta.GradientTape() as inner:
+            ta = gta.TensorArray(F32, size=1, clear_after_read=False).write(0, x)
+            r = ta.read(0)
+    np.testing.assert_array_equal(host(inner.gradient(r, x)), [1.0, 1.0])
+    np.testing.assert_array_equal(host(outer.gradient(r, x, output_gradients=arr(backend, [3.0, 4.0]))), [3.0, 4.0])
+    assert inner.sources_used == ["gradients"] and outer.sources_used == ["gradients_1"]
+
+
+# -- what a gradient is made of ---------------------------------------------------------------------
+
+def test_value_written_at_two_indices_gets_the_sum(backend):
+    x = arr(backend, [1.0, 2.0])
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=3).write(0, x).write(2, x)
+        stacked = ta.stack()
+    grad = tape.gradient(stacked, x, output_gradients=arr(backend, [[1.0, 2.0], [5.0, 5.0], [10.0, 20.0]]))
+    np.testing.assert_array_equal(host(grad), [11.0, 22.0])
+
+
+def test_gather_with_repeated_indices_matches_np_add_at(backend):
+    rng = np.random.default_rng(0)
+    x = arr(backend, rng.standard_normal((6, 3)), "float64")
+    indices = [5, 0, 5, 2, 5, 0, 3]
+    out_grad = rng.standard_normal((len(indices), 3))
+    with gta.GradientTape() as tape:
+        gathered = gta.TensorArray("float64", size=6, clear_after_read=False).unstack(x).gather(indices)
+    grad = tape.gradient(gathered, x, output_gradients=arr(backend, out_grad, "float64"))
+    expected = np.zeros((6, 3))
+    np.add.at(expected, indices, out_grad)
+    np.testing.assert_array_equal(host(grad), expected)     # same arrival order: bitwise equal
+
+
+def test_scatter_then_gather_repeated_indices_through_two_arrays(backend):
+    rng = np.random.default_rng(1)
+    x = arr(backend, rng.standard_normal((4, 2)), "float64")
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray("float64", size=8, clear_after_read=False).scatter([6, 1, 3, 0], x)
+        gathered = ta.gather([1, 1, 0, 6, 1])
+    out_grad = rng.standard_normal((5, 2))
+    grad = tape.gradient(gathered, x, output_gradients=arr(backend, out_grad, "float64"))
+    slots = np.zeros((8, 2))
+    np.add.at(slots, [1, 1, 0, 6, 1], out_grad)
+    np.testing.assert_array_equal(host(grad), slots[[6, 1, 3, 0]])
+
+
+def test_unwritten_and_unread_slots(backend):
+    """Reads of unwritten slots (zeros) pass gradients nowhere; written but unread
+    slots get zero gradients of their own shape."""
+    x1, x3 = arr(backend, [1.0, 2.0]), arr(backend, [3.0, 4.0])
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=5, element_shape=(2,), clear_after_read=False)
+        ta = ta.write(1, x1).write(3, x3)
+        zeros_read = ta.read(0)
+        stacked = ta.gather([0, 1, 2])
+    np.testing.assert_array_equal(host(zeros_read), [0.0, 0.0])
+    g1, g3 = tape.gradient([zeros_read, stacked], [x1, x3],
+                           output_gradients=[arr(backend, [9.0, 9.0]),
+                                             arr(backend, [[7.0, 7.0], [1.0, 2.0], [8.0, 8.0]])])
+    np.testing.assert_array_equal(host(g1), [1.0, 2.0])
+    np.testing.assert_array_equal(host(g3), [0.0, 0.0])
+    assert_on(backend, g1, g3)
+
+
+def test_unconnected_sources_get_zeros_and_arrays_stay_untouched(backend):
+    x, y = arr(backend, [1.0, 2.0]), arr(backend, [[3.0]], "float64")
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=0, dynamic_size=True).write(0, x)
+        other = gta.TensorArray("float64", size=0, dynamic_size=True).write(0, y)
+        r = ta.read(0)
+    gx, gy, g_outside = tape.gradient(r, (x, y, arr(backend, [5.0, 6.0, 7.0])))
+    np.testing.assert_array_equal(host(gx), [1.0, 1.0])
+    assert host(gy).shape == (1, 1) and gy.dtype == np.float64 and not host(gy).any()
+    assert host(g_outside).shape == (3,) and not host(g_outside).any()
+    # The array no target read from got no gradient array, so it can still grow.
+    assert gta.registry.lookup(other.handle).dynamic_size and not gta.registry.lookup(other.handle).grads
+    other.write(1, y)
+
+
+def test_chained_through_two_arrays(backend):
+    """A value read from one array and written, unchanged, into another."""
+    x = arr(backend, [[1.0, 2.0], [3.0, 4.0]])
+    with gta.GradientTape() as tape:
+        first = gta.TensorArray(F32, size=2).unstack(x)
+        middle = first.read(1)
+        second = gta.TensorArray(F32, size=3).write(2, middle)
+        out = second.read(2)
+    np.testing.assert_array_equal(host(tape.gradient(out, x, output_gradients=arr(backend, [5.0, 6.0]))),
+                                  [[0.0, 0.0], [5.0, 6.0]])
+
+
+def test_target_that_is_its_own_source(backend):
+    x = arr(backend, [1.0, 2.0])
+    given = arr(backend, [3.0, 4.0])
+    with gta.GradientTape() as tape:
+        r = gta.TensorArray(F32, size=1).write(0, x).read(0)
+    g_r, g_x = tape.gradient(r, [r, x], output_gradients=given)
+    np.testing.assert_array_equal(host(g_r), [3.0, 4.0])
+    np.testing.assert_array_equal(host(g_x), [3.0, 4.0])
+    assert g_r is not given
+
+
+def test_structures_defaults_and_writable_results(backend):
+    x = arr(backend, [[1.0, 2.0], [3.0, 4.0]])
+    with gta.GradientTape(persistent=True) as tape:
+        ta = gta.TensorArray(F32, size=2, clear_after_read=False).unstack(x)
+        r0, s = ta.read(0), ta.stack()
+    single = tape.gradient(r0, x)                        # single target, single source, ones
+    assert not isinstance(single, (list, tuple))
+    np.testing.assert_array_equal(host(single), [[1.0, 1.0], [0.0, 0.0]])
+    as_tuple = tape.gradient((r0, s), (x,), output_gradients=(None, arr(backend, [[1.0, 1.0], [2.0, 2.0]])))
+    assert isinstance(as_tuple, tuple) and len(as_tuple) == 1
+    np.testing.assert_array_equal(host(as_tuple[0]), [[2.0, 2.0], [2.0, 2.0]])
+    as_list = tape.gradient([s], [x, x], output_gradients=[[[1.0, 2.0], [3.0, 4.0]]])   # Python lists convert
+    assert isinstance(as_list, list) and len(as_list) == 2
+    np.testing.assert_array_equal(host(as_list[1]), [[1.0, 2.0], [3.0, 4.0]])
+    assert_on(backend, single, *as_tuple, *as_list)
+    if backend.array_type is np.ndarray:
+        single[0, 0] = 5.0                               # results are the caller's: writable
+        as_list[0] += 1
+
+
+def test_gradient_argument_errors(backend):
+    x = arr(backend, [1.0, 2.0])
+    with gta.GradientTape(persistent=True) as tape:
+        r = gta.TensorArray(F32, size=1).write(0, x).read(0)
+    with pytest.raises(errors.InvalidArgumentError, match="shape"):
+        tape.gradient(r, x, output_gradients=arr(backend, [1.0, 2.0, 3.0]))
+    with pytest.raises(errors.InvalidArgumentError, match="dtype"):
+        tape.gradient(r, x, output_gradients=arr(backend, [1.0, 2.0], "float64"))
+    with pytest.raises(errors.InvalidArgumentError, match="one entry per target"):
+        tape.gradient([r], x, output_gradients=[arr(backend, [1.0, 2.0])] * 2)
+    with pytest.raises(errors.InvalidArgumentError, match=r"sources\[0\] is a list, not an array"):
+        tape.gradient(r, [[1.0, 2.0]])
+    with pytest.raises(errors.InvalidArgumentError, match=r"targets\[1\] is a NoneType, not an array"):
+        tape.gradient([r, None], x)
+
+
+def test_empty_unstack_and_split(backend):
+    """Writing nothing has an empty gradient, even where the array's element shape is
+    unknown (a Gather of [] / a Concat of nothing on the grad array would need one)."""
+    empty, y = arr(backend, np.zeros((0, 3))), arr(backend, [1.0, 2.0, 3.0])
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=0, dynamic_size=True, infer_shape=False).unstack(empty).write(0, y)
+        gta.TensorArray(F32, size=0, infer_shape=False).split(empty, [])
+        r = ta.read(0)
+    g_empty, g_y, g_none = tape.gradient(r, [empty, y, empty])
+    assert host(g_empty).shape == (0, 3) and host(g_none).shape == (0, 3)
+    np.testing.assert_array_equal(host(g_y), [1.0, 1.0, 1.0])
+
+
+def test_non_persistent_tape_computes_once(backend):
+    x = arr(backend, [1.0])
+    with gta.GradientTape() as tape:
+        r = gta.TensorArray(F32, size=1).write(0, x).read(0)
+    tape.gradient(r, x)
+    with pytest.raises(errors.FailedPreconditionError,
+                       match=r"A non-persistent GradientTape can only be used to compute one set of gradients") as info:
+        tape.gradient(r, x)
+    assert isinstance(info.value, RuntimeError)
+    assert tape.operations == ()                          # the recording was released
+    with gta.GradientTape() as inside:                    # used inside its own with: records nothing more
+        ta = gta.TensorArray(F32, size=2).write(0, x)
+        inside.gradient(ta.read(0), x)
+        ta.write(1, x)
+    with pytest.raises(errors.FailedPreconditionError):
+        inside.__enter__()
+
+
+def test_no_leaks(backend):
+    before = live()
+    x = arr(backend, np.arange(12).reshape(4, 3))
+    y = arr(backend, np.arange(6).reshape(6, 1))
+    z = arr(backend, [1.0])
+    with gta.GradientTape(persistent=True) as tape:
+        closed_later = gta.TensorArray(F32, size=1).write(0, z)
+        read_closed = closed_later.read(0)
+        ta = gta.TensorArray(F32, size=4, clear_after_read=False).unstack(x)
+        pieces = gta.TensorArray(F32, size=3, infer_shape=False).split(y, [1, 2, 3])
+        reads = [ta.read(i) for i in range(4)]
+        stacked, concatenated, joined = ta.stack(), ta.concat(), pieces.concat()
+    for _ in range(3):
+        gx, gy = tape.gradient([stacked, concatenated, joined] + reads, [x, y])
+        np.testing.assert_array_equal(host(gx), np.full((4, 3), 3.0))
+        np.testing.assert_array_equal(host(gy), np.ones((6, 1)))
+        assert live() == before + 3
+    closed_later.close()
+    # A gradient computation that fails half way (TensorArrayGradV3 on a closed forward
+    # array) closes the gradient arrays it had made already.
+    with pytest.raises(errors.InvalidArgumentError, match="has already been closed"):
+        tape.gradient([read_closed, stacked, joined], [z, x, y])
+    assert all(len(gta.registry.lookup(a.handle).grads) == 4 for a in (ta, pieces))
+    assert live() == before + 2
+    ta.close()
+    pieces.close()
+    assert live() == before
+
+
+# -- recording ------------------------------------------------------------------------------------
+
+def test_records_raw_ops_and_the_class_and_nothing_else(backend):
+    assert raw_ops._record is None                        # nothing recording: one None check per op
+    x = arr(backend, [[1.0], [2.0]])
+    handle, flow = raw_ops.TensorArrayV3(2, F32, clear_after_read=False)
+    flow = raw_ops.TensorArrayScatterV3(handle, [0, 1], x, flow)     # before the tape: not recorded
+    with gta.GradientTape() as tape:
+        assert raw_ops._record is not None
+        r = raw_ops.TensorArrayReadV3(handle.name, 1, flow, F32)    # a name handle
+        with pytest.raises(errors.InvalidArgumentError):
+            raw_ops.TensorArrayReadV3(handle, 7, flow, F32)         # failed ops are not recorded
+        with tape.stop_recording():
+            raw_ops.TensorArrayReadV3(handle, 0, flow, F32)
+        ta = gta.TensorArray(F32, handle=handle, flow=flow)
+        s = ta.gather([1, 0])
+        raw_ops.TensorArraySizeV3(handle, flow)                     # not differentiable: not recorded
+    assert raw_ops._record is None
+    assert [op.type for op in tape.operations] == ["TensorArrayReadV3", "TensorArrayGatherV3"]
+    assert tape.operations[0].outputs[0] is r and tape.operations[1].outputs[0] is s
+    # The scatter was not recorded: x is not connected.
+    assert not host(tape.gradient([r, s], x)).any()
+
+
+def test_nested_tapes_record_and_gradient_ops_are_not_recorded(backend):
+    x = arr(backend, [1.0, 2.0])
+    with gta.GradientTape(persistent=True) as outer:
+        ta = gta.TensorArray(F32, size=1).write(0, x)
+        with gta.GradientTape() as inner:
+            r = ta.read(0)
+        np.testing.assert_array_equal(host(outer.gradient(r, x)), [1.0, 1.0])    # inside the with: allowed
+        count = len(outer.operations)
+    assert count == 2 and len(inner.operations) == 1
+    # The inner tape saw the read, not the write: x is not connected there.
+    np.testing.assert_array_equal(host(inner.gradient(r, x)), [0.0, 0.0])
+
+
+def test_tapes_are_per_thread(backend):
+    x = arr(backend, [1.0])
+    ta = gta.TensorArray(F32, size=2, clear_after_read=False).write(0, x).write(1, x)
+    other_thread = []
+    with gta.GradientTape() as tape:
+        worker = threading.Thread(target=lambda: other_thread.append(ta.read(1)))
+        with gta.device(backend):
+            worker.start()
+            worker.join()
+        ta.read(0)
+    assert other_thread and [op.inputs[1] for op in tape.operations] == [0]
+
+
+def test_reentering_tapes(backend):
+    x = arr(backend, [1.0])
+    tape = gta.GradientTape(persistent=True)
+    with tape:
+        ta = gta.TensorArray(F32, size=2).write(0, x)
+        with pytest.raises(errors.FailedPreconditionError, match="already recording"):
+            tape.__enter__()
+    with tape:                                            # a persistent tape records again
+        r = ta.read(0)
+    np.testing.assert_array_equal(host(tape.gradient(r, x)), [1.0])
+    tape.reset()
+    assert tape.operations == ()
+
+
+# -- check_gradients ----------------------------------------------------------------------------------
+
+def _program(x, y):
+    """unstack / write / split into dynamic arrays; reads, gather, stack, concat out."""
+    a = gta.TensorArray(x.dtype, size=0, dynamic_size=True, clear_after_read=False).unstack(x)
+    b = gta.TensorArray(y.dtype, size=0, dynamic_size=True, infer_shape=False).split(y, [2, 0, 1])
+    c = gta.TensorArray(x.dtype, size=0, dynamic_size=True).write(0, a.read(1))
+    return [a.read(0), a.gather([2, 2, 0]), a.stack(), b.concat(), c.read(0)]
+
+
+def test_check_gradients_on_a_tensor_array_program(backend):
+    before = live()
+    rng = np.random.default_rng(0)
+    x = arr(backend, rng.standard_normal((3, 2)), "float64")
+    y = arr(backend, rng.standard_normal((3, 2)), "float64")
+    error = gta.check_gradients(_program, [x, y])
+    assert 0.0 <= error < 1e-9
+    details = gta.check_gradients(_program, [x, y], details=True)
+    assert isinstance(details, gradients.GradientCheck) and len(details.analytic) == 2
+    assert details.max_relative_error == max(details.errors)
+    assert live() == before                                 # the checker closed what fn made
+
+
+def test_check_gradients_float32_and_a_single_input(backend):
+    x = arr(backend, [[1.0, 2.0], [3.0, 4.0]])
+    assert gta.check_gradients(lambda v: gta.TensorArray(F32, size=2).unstack(v).stack(), x) < 1e-3
+
+
+def test_check_gradients_catches_a_wrong_gradient(backend, monkeypatch):
+    def doubled(op, grad, grad_name="gradients"):
+        return gradients.read_grad(op, grad + grad, grad_name=grad_name)
+
+    monkeypatch.setitem(gradients.GRADIENTS, "TensorArrayReadV3", doubled)
+    x = arr(backend, [[1.0, 2.0], [3.0, 4.0]], "float64")
+    program = lambda v: gta.TensorArray("float64", size=2).unstack(v).read(1)     # noqa: E731
+    with pytest.raises(gradients.GradientCheckError,
+                       match=r"relative error 0.5 > rtol 1e-06 for input 0; worst element \(1, 1\)"):
+        gta.check_gradients(program, x)
+    assert gta.check_gradients(program, x, raise_on_mismatch=False) == pytest.approx(0.5)
+
+
+def test_check_gradients_needs_real_floats(backend):
+    with pytest.raises(errors.InvalidArgumentError, match="real floating"):
+        gta.check_gradients(lambda v: v, arr(backend, [1, 2], "int32"))
+
+
+def test_numeric_gradients():
+    grads = gradients.numeric_gradients(lambda a, b: float((a ** 2).sum() + 3 * b.sum()),
+                                        [np.array([1.0, -2.0]), np.array([[5.0]])])
+    np.testing.assert_allclose(grads[0], [2.0, -4.0], rtol=1e-8)
+    np.testing.assert_allclose(grads[1], [[3.0]], rtol=1e-8)
+
+
+def test_demo_uses_the_tape(backend, capsys):
+    from gpu_tensorarray.__main__ import main
+
+    assert main(["demo", "--backend", backend.name]) == 0
+    out = capsys.readouterr().out
+    assert "tape.gradient #1 used source 'gradients'" in out
+    assert "tape.gradient #2 used source 'gradients_1'" in out
+    assert "nothing double counted: True" in out
