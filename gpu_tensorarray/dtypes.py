@@ -24,8 +24,9 @@ SUPPORTED = frozenset(np.dtype(name) for name in _TF_NAMES)
 # Gradient arrays add: every number type can (TF's AddToTensor), bool cannot.
 AGGREGATABLE = frozenset(dt for dt in SUPPORTED if dt.kind in "iufc")
 
-# The C type each kernel instantiation uses (kernels/common.cuh defines the
-# complex structs and __half's stand-in for the emulated build).
+# The C type each kernel instantiation uses: the template argument T of
+# kernels/*.cu (kernel_sources.name_expression). kernels/common.cuh defines the
+# complex structs; __half is CUDA's, or emulation.h's stand-in on the CPU.
 _C_TYPES = {
     "bool": "bool",
     "int8": "signed char", "int16": "short", "int32": "int", "int64": "long long",

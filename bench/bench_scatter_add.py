@@ -1,0 +1,62 @@
+"""B. Scatter-add primitive: the backend's add_rows (deterministic) against
+np.add.at (cupyx.scatter_add on the cupy backend), on the shared sizes: S=1024
+destination rows of E in {1, 64, 4096} float32, n in {S, 4S} source rows,
+indices uniform or 90% at one index.
+
+Each case first checks once that add_rows is bitwise np.add.at, then measures
+both in the same run, interleaved, and records the speed ratio in
+``extra_info["ratio_vs_add_at"]`` (and prints it, see ``-s``). Targets on the
+numpy backend: >= 6x at E >= 64, >= 2x at E = 1. Nothing here asserts a time.
+"""
+
+from time import perf_counter
+
+import numpy as np
+import pytest
+
+from gpu_tensorarray import benchmarks
+
+SIZES = benchmarks.SIZES["scatter_add"]
+CASES = [pytest.param({"rows": SIZES["rows"], "width": width, "count": multiple * SIZES["rows"],
+                       "distribution": distribution, "hot_fraction": SIZES["hot_fraction"]},
+                      id=f"E{width}-n{multiple}S-{distribution}")
+         for width in SIZES["widths"] for multiple in SIZES["multiples"] for distribution in SIZES["distributions"]]
+MIN_ROUNDS, MAX_ROUNDS, BUDGET_S = 5, 200, 0.5
+
+
+@pytest.mark.parametrize("params", CASES)
+def test_add_rows_vs_add_at(benchmark, backend, params):
+    _check_bitwise(backend, params)
+    ours = benchmarks.grad_scatter_add("ours.add_rows", backend, mode="deterministic", **params)
+    peer = benchmarks.grad_scatter_add("numpy", backend, **params)
+    ratio = _ratio(peer.run, ours.run)
+    benchmark.extra_info["ratio_vs_add_at"] = round(ratio, 2)
+    print(f"\n{backend.name} E={params['width']} n={params['count']} {params['distribution']}: "
+          f"add_rows is {ratio:.1f}x np.add.at")
+    benchmark(ours.run)
+
+
+def _check_bitwise(backend, params):
+    indices, values, _ = benchmarks.scatter_add_inputs(
+        params["rows"], params["width"], params["count"], params["distribution"], params["hot_fraction"])
+    start = np.random.default_rng(0).standard_normal((params["rows"], params["width"]), dtype=np.float32)
+    expected = start.copy()
+    np.add.at(expected, indices, values)
+    slab = backend.asarray(start.copy())
+    backend.add_rows(slab, indices, backend.asarray(values), "deterministic")
+    assert backend.to_numpy(slab).view(np.uint32).tobytes() == expected.view(np.uint32).tobytes()
+
+
+def _ratio(slow, fast):
+    """Best time of ``slow`` over best time of ``fast``, timed alternately so
+    that a busy machine slows both alike; short cases get more rounds."""
+    slow(), fast()  # warm-up: first-touch pages, compiled kernels
+    best, spent, rounds = [float("inf"), float("inf")], 0.0, 0
+    while rounds < MIN_ROUNDS or (spent < BUDGET_S and rounds < MAX_ROUNDS):
+        for position, run in enumerate((slow, fast)):
+            begin = perf_counter()
+            run()
+            elapsed = perf_counter() - begin
+            best[position], spent = min(best[position], elapsed), spent + elapsed
+        rounds += 1
+    return best[0] / best[1]

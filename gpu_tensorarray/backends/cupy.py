@@ -1,0 +1,119 @@
+"""The GPU backend: CuPy arrays on one CUDA device, kernels/*.cu through NVRTC.
+
+Thin on purpose: allocation, transfer and launch. Everything a kernel launch
+needs besides the launch itself (argument checks, geometry, index grouping) is
+shared with the emulated backend, which runs it on machines without a GPU.
+"""
+
+import functools
+
+import cupy
+import numpy as np
+
+from .. import kernel_sources
+from ..errors import ResourceExhaustedError, UnavailableError
+from .base import Backend
+from .kernel_rows import KernelRows
+
+__all__ = ["CupyBackend", "NVRTC_OPTIONS"]
+
+NVRTC_OPTIONS = ("--std=c++17",)
+
+
+@functools.cache
+def _raw_module():
+    # RawModule compiles once per device on first use (and caches on disk).
+    return cupy.RawModule(code=kernel_sources.module_source(), options=NVRTC_OPTIONS,
+                          name_expressions=kernel_sources.name_expressions())
+
+
+class _CupyModule:
+    """Launches on CuPy's current stream; the backend enters its device first."""
+
+    def __init__(self):
+        self._functions = {}
+
+    def run(self, kernel, dtype, blocks, threads, args):
+        function = self._functions.get((kernel, dtype))
+        if function is None:
+            function = _raw_module().get_function(kernel_sources.name_expression(kernel, dtype))
+            self._functions[kernel, dtype] = function
+        function((blocks,), (threads,), args)
+
+
+class CupyBackend(KernelRows, Backend):
+    name = "cupy"
+
+    def __init__(self, device_index=None):
+        try:
+            count = cupy.cuda.runtime.getDeviceCount()
+        except cupy.cuda.runtime.CUDARuntimeError as error:
+            raise UnavailableError(f"No usable CUDA device: {error}") from None
+        index = cupy.cuda.runtime.getDevice() if device_index is None else device_index
+        if not 0 <= index < count:
+            raise UnavailableError(f"No CUDA device cuda:{index}; this machine has {count}")
+        super().__init__(device=f"cuda:{index}")
+        self.array_type = cupy.ndarray
+        self._device = cupy.cuda.Device(index)
+        self._module = _CupyModule()
+
+    # -- KernelRows hooks -----------------------------------------------------------------
+    def _context(self):
+        return self._device
+
+    def _device_indices(self, host_indices):
+        return cupy.asarray(np.ascontiguousarray(host_indices, dtype=np.int64))
+
+    def _kernel_array(self, array, dtype):
+        return cupy.ascontiguousarray(cupy.asarray(array), dtype=dtype)
+
+    # -- allocation and transfer ----------------------------------------------------------
+    def empty(self, shape, dtype):
+        return self._allocate(cupy.empty, shape, dtype)
+
+    def zeros(self, shape, dtype):
+        return self._allocate(cupy.zeros, shape, dtype)
+
+    def _allocate(self, allocate, shape, dtype):
+        try:
+            with self._device:
+                return allocate(shape, dtype)
+        except cupy.cuda.memory.OutOfMemoryError as error:
+            raise ResourceExhaustedError(
+                f"OOM when allocating tensor of shape {list(shape)} on {self.device}: {error}") from None
+
+    def from_host(self, host_array):
+        with self._device:
+            return cupy.asarray(host_array)
+
+    def asarray(self, value):
+        if isinstance(value, cupy.ndarray) and value.device.id != self._device.id:
+            return self.from_foreign(value)
+        return super().asarray(value)
+
+    def from_foreign(self, value):
+        if not isinstance(value, cupy.ndarray):
+            if not hasattr(value, "__dlpack__"):
+                return None
+            try:
+                value = cupy.from_dlpack(value)   # zero-copy, on the producer's device
+            except (TypeError, ValueError, RuntimeError, BufferError):
+                return None                        # a host tensor: the caller converts it via NumPy
+        if value.device.id == self._device.id:
+            return value
+        with self._device:
+            return value.copy()                   # CuPy copies across devices into the current one
+
+    def to_numpy(self, array):
+        return array.get() if isinstance(array, cupy.ndarray) else np.asarray(array)
+
+    def memory_limit(self):
+        with self._device:
+            return cupy.cuda.runtime.memGetInfo()[1]
+
+    def synchronize(self):
+        self._device.synchronize()
+
+    def concatenate(self, arrays):
+        with self._device:
+            return cupy.concatenate(arrays, axis=0)

@@ -1,0 +1,83 @@
+"""Launching a kernel from kernels/*.cu, the same way for every compiled backend.
+
+``launch()`` checks each argument against the C signature parsed from the .cu
+source, computes the launch geometry, and hands the launch to the backend's
+compiled module (NVRTC's on the GPU, g++'s on the CPU for the emulated backend).
+A mismatch is our bug, never the user's, so it raises InternalError: the kernel
+would otherwise read the wrong bytes without complaint.
+"""
+
+import numpy as np
+
+from .. import dtypes, kernel_sources
+from ..errors import InternalError
+
+__all__ = ["launch", "check_arguments", "geometry", "BLOCK_SIZE", "MAX_BLOCKS"]
+
+BLOCK_SIZE = 256
+# Grid-stride loops cover any size; this many blocks fill every SM of current GPUs.
+MAX_BLOCKS = 8192
+
+
+def geometry(n_threads):
+    """(blocks, threads per block) for ``n_threads`` units of work."""
+    return min(-(-n_threads // BLOCK_SIZE), MAX_BLOCKS), BLOCK_SIZE
+
+
+def launch(module, kernel, dtype, n_threads, *args):
+    """Run ``kernel<c_type(dtype)>`` over ``n_threads`` work items (nothing when 0).
+
+    Arrays are passed as pointers (C-contiguous, element type as declared),
+    scalars as numpy scalars of the declared C type: np.int64 for ``long long``.
+    ``module.run(kernel, dtype, blocks, threads, args)`` performs the launch."""
+    check_arguments(kernel, dtype, args)
+    if n_threads > 0:
+        blocks, threads = geometry(n_threads)
+        module.run(kernel, dtype, blocks, threads, args)
+
+
+def check_arguments(kernel, dtype, args):
+    """InternalError unless ``args`` match the kernel's signature for ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype not in kernel_sources.KERNEL_DTYPES[kernel]:
+        raise InternalError(f"kernel {kernel} is not instantiated for {dtype.name}")
+    name = kernel_sources.name_expression(kernel, dtype)
+    parameters = kernel_sources.signature(kernel).parameters
+    if len(args) != len(parameters):
+        raise InternalError(f"kernel {name} takes {len(parameters)} arguments, got {len(args)}")
+    type_argument = dtypes.c_type(dtype)
+    for position, (parameter, value) in enumerate(zip(parameters, args)):
+        problem = _mismatch(parameter, type_argument, value)
+        if problem:
+            raise InternalError(f"kernel {name} argument {position} ({parameter.name}): expected "
+                                f"{parameter.c_type(type_argument)}, got {problem}")
+
+
+def _mismatch(parameter, type_argument, value):
+    """What is wrong with passing ``value`` for ``parameter``, or None."""
+    expected = type_argument if parameter.type == kernel_sources.TEMPLATE_PARAMETER else parameter.type
+    if isinstance(value, np.generic) or not hasattr(value, "dtype"):
+        if parameter.pointer:
+            return f"a scalar {_describe(value)}"
+        return None if _c_name(value) == expected else _describe(value)
+    if not parameter.pointer:
+        return f"an array of {_describe(value)}; pass a numpy scalar"
+    if _c_name(value) != expected:
+        return f"an array of {_describe(value)}"
+    if not value.flags.c_contiguous:
+        return "a non-contiguous array"
+    if not parameter.const and not getattr(value.flags, "writeable", True):
+        return "a read-only array"
+    return None
+
+
+def _c_name(value):
+    dtype = getattr(value, "dtype", None)
+    return dtypes.c_type(dtype) if dtype is not None and dtype in dtypes.SUPPORTED else None
+
+
+def _describe(value):
+    if hasattr(value, "dtype"):
+        c_name = _c_name(value)
+        return f"{value.dtype} ({c_name})" if c_name else str(value.dtype)
+    return f"{type(value).__name__}; pass an explicitly typed numpy scalar"

@@ -1,0 +1,110 @@
+// Shared by every kernel: element types, thread indexing, exact adds, atomics.
+//
+// Compiled two ways: by NVRTC for the GPU (CuPy's RawModule), and by g++ for the
+// CPU when emulation.h stands in for the CUDA runtime (the emulated backend).
+// The loader (gpu_tensorarray/kernel_sources.py) inlines quoted includes once
+// each, so this file needs no include guard.
+#ifdef __CUDACC__
+#include <cuda_fp16.h>
+#else
+#include "emulation.h"
+#endif
+
+// numpy's complex64/complex128 layout: real part, then imaginary part.
+struct complex64 { float re, im; };
+struct complex128 { double re, im; };
+
+// Grid-stride loops, in 64-bit arithmetic: row * row_size overflows 32 bits
+// long before device memory runs out.
+__device__ __forceinline__ long long thread_index() {
+    return (long long)blockIdx.x * blockDim.x + threadIdx.x;
+}
+
+__device__ __forceinline__ long long thread_stride() {
+    return (long long)gridDim.x * blockDim.x;
+}
+
+// ---- exact, order-preserving adds --------------------------------------------------
+// add_values(a, b) is the IEEE round-to-nearest sum that numpy computes, so a
+// sequence of them is bitwise equal to a sequential np.add.at.
+
+__device__ __forceinline__ float add_float(float a, float b) {
+#ifdef __CUDA_ARCH__
+    // CuPy compiles with -ftz=true; an explicit add.rn.f32 keeps subnormals as numpy does.
+    float sum;
+    asm("add.rn.f32 %0, %1, %2;" : "=f"(sum) : "f"(a), "f"(b));
+    return sum;
+#else
+    return a + b;
+#endif
+}
+
+// Narrow integers promote to int and wrap on the way back; unsigned ones wrap by definition.
+template <typename T>
+__device__ __forceinline__ T add_values(T a, T b) { return (T)(a + b); }
+
+// Signed overflow is undefined in C++: add as unsigned, which wraps like numpy.
+template <>
+__device__ __forceinline__ int add_values<int>(int a, int b) {
+    return (int)((unsigned int)a + (unsigned int)b);
+}
+
+template <>
+__device__ __forceinline__ long long add_values<long long>(long long a, long long b) {
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+}
+
+template <>
+__device__ __forceinline__ float add_values<float>(float a, float b) { return add_float(a, b); }
+
+template <>
+__device__ __forceinline__ double add_values<double>(double a, double b) { return a + b; }
+
+// Half: add in float, round once to half. Float carries more than twice half's
+// precision, so this double rounding equals a correctly rounded half add (and numpy's).
+template <>
+__device__ __forceinline__ __half add_values<__half>(__half a, __half b) {
+    return __float2half_rn(add_float(__half2float(a), __half2float(b)));
+}
+
+template <>
+__device__ __forceinline__ complex64 add_values<complex64>(complex64 a, complex64 b) {
+    complex64 sum = {add_float(a.re, b.re), add_float(a.im, b.im)};
+    return sum;
+}
+
+template <>
+__device__ __forceinline__ complex128 add_values<complex128>(complex128 a, complex128 b) {
+    complex128 sum = {a.re + b.re, a.im + b.im};
+    return sum;
+}
+
+// ---- atomics -----------------------------------------------------------------------
+// One overload per dtype the atomic mode supports (kernel_sources.ATOMIC_DTYPES);
+// the other dtypes have no hardware atomic and use the deterministic kernel.
+
+__device__ __forceinline__ void atomic_add(float* target, float value) { atomicAdd(target, value); }
+__device__ __forceinline__ void atomic_add(double* target, double value) { atomicAdd(target, value); }
+__device__ __forceinline__ void atomic_add(__half* target, __half value) { atomicAdd(target, value); }
+__device__ __forceinline__ void atomic_add(int* target, int value) { atomicAdd(target, value); }
+__device__ __forceinline__ void atomic_add(unsigned int* target, unsigned int value) { atomicAdd(target, value); }
+__device__ __forceinline__ void atomic_add(unsigned long long* target, unsigned long long value) {
+    atomicAdd(target, value);
+}
+
+// Two's complement: an unsigned add has the same bits as the signed one.
+__device__ __forceinline__ void atomic_add(long long* target, long long value) {
+    atomicAdd((unsigned long long*)target, (unsigned long long)value);
+}
+
+// Each component on its own: a reader may see one part updated before the other,
+// which is fine once the kernel has finished.
+__device__ __forceinline__ void atomic_add(complex64* target, complex64 value) {
+    atomicAdd(&target->re, value.re);
+    atomicAdd(&target->im, value.im);
+}
+
+__device__ __forceinline__ void atomic_add(complex128* target, complex128 value) {
+    atomicAdd(&target->re, value.re);
+    atomicAdd(&target->im, value.im);
+}

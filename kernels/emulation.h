@@ -1,0 +1,121 @@
+// The CUDA runtime as the kernels see it, for running them on the CPU (g++).
+//
+// The emulated backend compiles the very same kernels with this header in place
+// of the CUDA toolchain: qualifiers become no-ops, the launch is a loop over
+// blocks and threads (one CPU thread runs the whole grid in order; the kernels
+// use no shared memory and no __syncthreads, so that is a valid schedule),
+// atomics are plain read-modify-writes, and __half is a 16-bit value whose
+// conversions round exactly as the GPU's (and numpy's) do.
+#include <cstring>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline __attribute__((always_inline))
+
+struct dim3 { unsigned int x, y, z; };
+
+// Thread-local: ctypes releases the GIL, so two Python threads may run kernels at once.
+static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+template <typename Body>
+inline void emulate_grid(unsigned int grid, unsigned int block, Body body) {
+    gridDim = dim3{grid, 1, 1};
+    blockDim = dim3{block, 1, 1};
+    threadIdx = blockIdx = dim3{0, 0, 0};
+    for (unsigned int b = 0; b < grid; ++b) {
+        blockIdx.x = b;
+        for (unsigned int t = 0; t < block; ++t) {
+            threadIdx.x = t;
+            body();
+        }
+    }
+}
+
+// ---- __half: IEEE binary16 bits, converted through float ---------------------------
+struct __half { unsigned short bits; };
+
+inline float __half2float(__half h) {
+    const unsigned int sign = (unsigned int)(h.bits & 0x8000u) << 16;
+    const unsigned int exponent = (h.bits >> 10) & 0x1fu;
+    const unsigned int mantissa = h.bits & 0x3ffu;
+    unsigned int bits;
+    if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24 is exact in float
+        float magnitude = (float)mantissa * 5.9604644775390625e-8f;
+        std::memcpy(&bits, &magnitude, sizeof bits);
+        bits |= sign;
+    } else if (exponent == 0x1fu) {  // inf, nan
+        bits = sign | 0x7f800000u | (mantissa << 13);
+    } else {
+        bits = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+    }
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+// Round to nearest, ties to even, like cvt.rn.f16.f32 and numpy's float->half.
+inline __half __float2half_rn(float value) {
+    unsigned int bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    const unsigned short sign = (unsigned short)((bits >> 16) & 0x8000u);
+    const unsigned int magnitude = bits & 0x7fffffffu;
+    unsigned int half;
+    if (magnitude >= 0x7f800000u) {  // inf, or nan keeping its top payload bits (as numpy)
+        half = 0x7c00u;
+        if (magnitude > 0x7f800000u) half |= ((magnitude >> 13) & 0x3ffu) ? ((magnitude >> 13) & 0x3ffu) : 1u;
+    } else if (magnitude >= 0x477ff000u) {  // 65520 and up round to inf
+        half = 0x7c00u;
+    } else if (magnitude >= 0x38800000u) {  // normal half: rebias the exponent, round 13 bits away
+        half = (magnitude - 0x38000000u) >> 13;
+        const unsigned int rest = magnitude & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
+    } else if (magnitude >= 0x33000000u) {  // subnormal half: units of 2^-24
+        const unsigned int shift = 126u - (magnitude >> 23);
+        const unsigned int significand = (magnitude & 0x7fffffu) | 0x800000u;
+        half = significand >> shift;
+        const unsigned int rest = significand & ((1u << shift) - 1u);
+        const unsigned int midpoint = 1u << (shift - 1u);
+        if (rest > midpoint || (rest == midpoint && (half & 1u))) ++half;
+    } else {  // below 2^-25: rounds to zero
+        half = 0;
+    }
+    return __half{(unsigned short)(sign | half)};
+}
+
+// ---- atomics: the grid runs on one thread, so a read-modify-write is atomic ---------
+inline float atomicAdd(float* address, float value) {
+    const float old = *address;
+    *address = old + value;
+    return old;
+}
+
+inline double atomicAdd(double* address, double value) {
+    const double old = *address;
+    *address = old + value;
+    return old;
+}
+
+inline int atomicAdd(int* address, int value) {
+    const int old = *address;
+    *address = (int)((unsigned int)old + (unsigned int)value);
+    return old;
+}
+
+inline unsigned int atomicAdd(unsigned int* address, unsigned int value) {
+    const unsigned int old = *address;
+    *address = old + value;
+    return old;
+}
+
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
+    const unsigned long long old = *address;
+    *address = old + value;
+    return old;
+}
+
+inline __half atomicAdd(__half* address, __half value) {
+    const __half old = *address;
+    *address = __float2half_rn(__half2float(old) + __half2float(value));
+    return old;
+}
