@@ -64,6 +64,9 @@ def merge(shape, other):
         return other
     if other is None:
         return shape
+    if len(shape) != len(other):
+        raise InvalidArgumentError(
+            f"PartialTensorShape: Incompatible ranks during merge: {len(shape)} vs. {len(other)}")
     if not is_compatible(shape, other):
         raise InvalidArgumentError(
             f"PartialTensorShape: Incompatible shapes during merge: {format_shape(shape)} vs. {format_shape(other)}")

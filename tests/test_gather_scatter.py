@@ -102,14 +102,15 @@ def test_gather_dtype_is_checked_before_the_merge(backend):
 
 
 @pytest.mark.parametrize("array_shape, attr, text", [
-    ([2], [3], "[2] vs. [3]"),
-    ([2], [2, 1], "[2] vs. [2,1]"),
-    ([None, 2], [3, 3], "[?,2] vs. [3,3]"),
-    ([], [1], "[] vs. [1]"),
+    ([2], [3], "shapes during merge: [2] vs. [3]"),
+    ([2], [2, 1], "ranks during merge: 1 vs. 2"),
+    ([None, 2], [3, 3], "shapes during merge: [?,2] vs. [3,3]"),
+    ([], [1], "ranks during merge: 0 vs. 1"),
 ])
 def test_gather_merge_conflict(backend, array_shape, attr, text):
+    # TensorFlow's PartialTensorShape::MergeWith words rank and dimension conflicts apart.
     handle, _ = new(2, element_shape=array_shape)
-    with raises(errors.InvalidArgumentError, f"PartialTensorShape: Incompatible shapes during merge: {text}"):
+    with raises(errors.InvalidArgumentError, f"PartialTensorShape: Incompatible {text}"):
         gather(handle, [0], element_shape=attr)
 
 
