@@ -1,31 +1,20 @@
 """A. A 1000-step write loop of (64,) float32 elements through raw_ops and the
-class, then stack. Targets (numpy backend): raw write and read under 2 us per
-call, the class under 3 us, stack under 5 us."""
+class, reads of them, and their stack. Targets (numpy backend): raw write and
+read under 2 us per call, the class under 3 us, stack under 5 us."""
 
-from gpu_tensorarray import benchmarks
+import pytest
 
-SIZES = benchmarks.SIZES["write_loop"]
+from benchrows import bench_row, rows
+from gpu_tensorarray.benchmarks import SIZES
 
-
-def test_write_loop_raw_ops(benchmark, backend):
-    run, calls = benchmarks.write_loop_raw(backend, **SIZES)
-    benchmark.extra_info["calls"] = calls
-    benchmark(run)
+LOOP = SIZES["write_loop"]
 
 
-def test_read_loop_raw_ops(benchmark, backend):
-    run, calls = benchmarks.read_loop_raw(backend, **SIZES)
-    benchmark.extra_info["calls"] = calls
-    benchmark(run)
+@pytest.mark.parametrize("row", rows(lambda row: row.op in ("write", "read")))
+def test_write_read_loop(benchmark, backend, row):
+    bench_row(benchmark, backend, row)
 
 
-def test_write_loop_class_then_stack(benchmark, backend):
-    run, calls = benchmarks.write_loop_class(backend, **SIZES)
-    benchmark.extra_info["calls"] = calls
-    benchmark(run)
-
-
-def test_stack_fully_written(benchmark, backend):
-    sizes = benchmarks.SIZES["stack"]
-    setup, run = benchmarks.stack_written(backend, sizes["counts"][0], SIZES["width"])
-    benchmark.pedantic(run, setup=setup, rounds=50)
+@pytest.mark.parametrize("row", rows(lambda row: row.op == "stack" and row.params["width"] == LOOP["width"]))
+def test_stack_after_write_loop(benchmark, backend, row):
+    bench_row(benchmark, backend, row, rounds=50)

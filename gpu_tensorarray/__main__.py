@@ -1,4 +1,4 @@
-"""Command line: ``python -m gpu_tensorarray info | demo``."""
+"""Command line: ``python -m gpu_tensorarray info | demo | bench``."""
 
 import argparse
 import platform
@@ -7,7 +7,6 @@ import sys
 import numpy as np
 
 import gpu_tensorarray as gta
-from gpu_tensorarray import raw_ops
 
 
 def info(args):
@@ -22,60 +21,89 @@ def info(args):
 
 
 def demo(args):
-    """A dynamic loop written forward, then two gradient computations that each
-    accumulate into their own gradient array."""
+    """A dynamic loop run forward under a persistent GradientTape, then two gradient
+    computations (two tape.gradient calls: sources "gradients" and "gradients_1"), each
+    accumulating into its own gradient array."""
     backend = gta.get_backend(args.backend)
     with gta.device(backend):
         print(f"backend: {backend.name} on {backend.device}")
-        # Forward: a loop whose trip count depends on the data, into a dynamic array.
-        ta = gta.TensorArray("float32", size=0, dynamic_size=True, clear_after_read=False, element_shape=(4,))
-        state = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
-        steps = 0
-        while np.abs(state).sum() < 100.0:
-            state = (1.5 * state + 1.0).astype(np.float32)
-            ta = ta.write(steps, state)
-            steps += 1
-        size = int(gta.to_numpy(ta.size()))
-        print(f"forward: the loop ran {steps} steps; the dynamic array grew to size {size}")
+        # Forward: a loop whose trip count depends on the data, into a dynamic array; the
+        # reads that the two losses below are made of are recorded by the tape too.
+        with gta.GradientTape(persistent=True) as tape:
+            ta = gta.TensorArray("float32", size=0, dynamic_size=True, clear_after_read=False, element_shape=(4,))
+            state = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+            states = []
+            while np.abs(state).sum() < 100.0:
+                state = (1.5 * state + 1.0).astype(np.float32)
+                states.append(backend.asarray(state))
+                ta = ta.write(len(states) - 1, states[-1])
+            size = int(gta.to_numpy(ta.size()))
+            every_step = [ta.read(t) for t in range(size)]                 # loss1 = sum_t (t + 1) * sum(h_t)
+            first, first_again, last = ta.read(0), ta.read(0), ta.read(size - 1)
+            # loss2 = sum(h_0) + sum(h_0) + 2 * sum(h_last): slot 0 read twice
+        print(f"forward: the loop ran {len(states)} steps; the dynamic array grew to size {size}")
+        forward = gta.registry.lookup(ta.handle)
 
-        # Gradient computation 1 (source "gradients"): loss1 = sum_t (t + 1) * sum(h_t).
-        # Each forward read's gradient writes d loss1 / d read into the grad array.
-        grad1 = ta.grad("gradients")
-        for t in range(size):
-            grad1 = grad1.write(t, np.full(4, t + 1.0, np.float32))
-        print(f"grad array {grad1.handle.name!r} created; forward dynamic_size is now "
-              f"{gta.registry.lookup(ta.handle).dynamic_size} (size locked at {size})")
+        def ones(scale):
+            return backend.asarray(np.full(4, scale, np.float32))
+
+        # Gradient computation 1: each read's gradient is written into the grad array,
+        # each forward write's gradient reads it back.
+        loss1_grads = [ones(t + 1.0) for t in range(size)]
+        d1 = tape.gradient(every_step, states, output_gradients=loss1_grads)
+        print(f"tape.gradient #1 used source {tape.sources_used[-1]!r} (grad array "
+              f"{forward.name}@{tape.sources_used[-1]}); forward dynamic_size is now {forward.dynamic_size} "
+              f"(size locked at {size})")
         try:
             ta.write(size, state)
         except gta.errors.InvalidArgumentError as error:
             print(f"  a forward write past the locked size fails: {error}")
 
-        # Gradient computation 2 (source "gradients_1"): loss2 = sum(h_0) + sum(h_0) + 2 * sum(h_last).
-        # Two reads of slot 0 mean two gradient writes there: they aggregate (add).
-        grad2 = ta.grad("gradients_1")
-        grad2 = grad2.write(0, np.ones(4, np.float32))
-        grad2 = grad2.write(0, np.ones(4, np.float32))
-        grad2 = grad2.write(size - 1, np.full(4, 2.0, np.float32))
-        same = ta.grad("gradients").handle is grad1.handle
-        print(f"grad array {grad2.handle.name!r} is separate; asking for 'gradients' again returns the same "
-              f"array: {same}")
+        # Gradient computation 2: two reads of slot 0 mean two gradient writes there,
+        # which aggregate (add) in this computation's own grad array.
+        d2 = tape.gradient([first, first_again, last], states, output_gradients=[ones(1.0), ones(1.0), ones(2.0)])
+        print(f"tape.gradient #2 used source {tape.sources_used[-1]!r}: a separate grad array; accumulators made "
+              f"for {forward.name}: {sorted(forward.grads)}")
 
-        # The forward writes' gradients read each accumulator once.
-        d1 = gta.to_numpy(grad1.stack())[:, 0]
-        d2 = gta.to_numpy(grad2.stack())[:, 0]
+        d1 = np.array([gta.to_numpy(g)[0] for g in d1])
+        d2 = np.array([gta.to_numpy(g)[0] for g in d2])
         expected1 = np.arange(1, size + 1, dtype=np.float32)
         expected2 = np.zeros(size, np.float32)
         expected2[0] += 2.0
         expected2[-1] += 2.0
         print(f"d loss1 / d h_t (first column), accumulator 'gradients':   {d1}")
         print(f"d loss2 / d h_t (first column), accumulator 'gradients_1': {d2}")
-        ok = np.array_equal(d1, expected1) and np.array_equal(d2, expected2)
+        again = np.array([gta.to_numpy(g)[0] for g in tape.gradient(every_step, states,
+                                                                   output_gradients=loss1_grads)])
+        ok = np.array_equal(d1, expected1) and np.array_equal(d2, expected2) and np.array_equal(again, d1)
         print(f"nothing double counted: {ok} (each accumulator holds only its own computation's writes; "
-              f"slot 0 of 'gradients_1' summed its two writes to {d2[0]})")
-        for handle in (grad1.handle, grad2.handle, ta.handle):
-            raw_ops.TensorArrayCloseV3(handle)
+              f"slot 0 of 'gradients_1' summed its two writes to {d2[0]}; computation 1 repeated with source "
+              f"{tape.sources_used[-1]!r} gives the same values)")
+        ta.close()        # the tape closed its grad arrays already
         print(f"after close: {gta.stats()['live_arrays']} arrays open")
         return 0 if ok else 1
+
+
+def bench(args):
+    """Benchmarks: a progress display on stderr, a summary table, targets, JSON and a plot."""
+    from gpu_tensorarray.bench_runner import run_bench
+
+    return run_bench(args)
+
+
+def _add_bench_parser(commands):
+    parser = commands.add_parser("bench", help="time the ops against the copy bandwidth (and peers with --peers)")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds per row (same sizes)")
+    parser.add_argument("--backend", default=None, help="numpy | emulated | cupy (default: automatic)")
+    parser.add_argument("--peers", action="store_true",
+                        help="also NumPy, PyTorch and TensorFlow, where installed (extra: peers)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="threads for the peers (torch, TensorFlow, OpenMP); default: their own choice")
+    parser.add_argument("--only", metavar="REGEX", help="only the rows whose id (op/case/provider) matches")
+    parser.add_argument("--json", metavar="FILE", help="write every row and the machine description as JSON")
+    parser.add_argument("--plot", metavar="FILE.png", help="plot throughput against size (needs matplotlib)")
+    parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)   # tiny sizes: the CLI's own test
+    parser.set_defaults(run=bench)
 
 
 def main(argv=None):
@@ -85,6 +113,7 @@ def main(argv=None):
     demo_parser = commands.add_parser("demo", help="a dynamic loop and two gradient computations")
     demo_parser.add_argument("--backend", default=None, help="numpy | emulated | cupy (default: automatic)")
     demo_parser.set_defaults(run=demo)
+    _add_bench_parser(commands)
     args = parser.parse_args(argv)
     try:
         return args.run(args)
