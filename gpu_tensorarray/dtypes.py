@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["as_dtype", "tf_name", "c_type", "python_value_dtype", "SUPPORTED", "AGGREGATABLE"]
+__all__ = ["as_dtype", "tf_name", "c_type", "exact_identity", "python_value_dtype", "SUPPORTED", "AGGREGATABLE"]
 
 # numpy name -> TensorFlow's DataTypeString name (used in messages).
 _TF_NAMES = {
@@ -92,6 +92,14 @@ def tf_name(dtype):
 def c_type(dtype):
     """The C type name kernels are instantiated with for this dtype."""
     return _C_TYPES[np.dtype(dtype).name]
+
+
+def exact_identity(dtype):
+    """The x with x + v == v bitwise for every v: -0.0 for floats and complex
+    (+0.0 + -0.0 is +0.0, losing the sign), 0 for integers."""
+    if dtype.kind == "c":
+        return dtype.type(complex(-0.0, -0.0))
+    return dtype.type(-0.0 if dtype.kind == "f" else 0)
 
 
 def python_value_dtype(host_array, value):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 
-__all__ = ["host_ints", "host_indices", "scalar_int", "index_vector", "flag_view", "first_occurrences", "has_duplicates",
+__all__ = ["host_ints", "host_indices", "scalar_int", "index_vector", "flag_view", "count_distinct", "has_duplicates",
            "element_count", "INT32_MAX"]
 
 INT32_MAX = 2**31 - 1
@@ -70,11 +70,8 @@ def flag_view(flags):
     return np.frombuffer(flags, np.uint8)
 
 
-def first_occurrences(indices):
-    """Boolean mask: True at the first position of each distinct index, in order."""
-    mask = np.zeros(len(indices), bool)
-    mask[np.unique(indices, return_index=True)[1]] = True
-    return mask
+def count_distinct(indices):
+    return len(np.unique(indices))
 
 
 def index_vector(values):

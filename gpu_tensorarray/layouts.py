@@ -71,8 +71,8 @@ class UniformLayout:
     def add_rows(self, indices, rows, mode):
         self.backend.add_rows(self.slab, indices, rows, mode)
 
-    def zero(self, indices):
-        self.slab[indices] = 0
+    def fill(self, indices, value):
+        self.slab[indices] = value
 
     def row(self, index):
         return self.view[index]

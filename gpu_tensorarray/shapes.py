@@ -17,6 +17,8 @@ def as_partial_shape(spec, what="element_shape"):
     like TensorFlow's Python API we reject negative dimensions."""
     if spec is None:
         return None
+    if type(spec) is tuple and all(type(dim) is int and dim >= 0 or dim is None for dim in spec):
+        return spec     # already normalised (the common case: our own shapes passed back)
     if hasattr(spec, "as_list"):
         if getattr(spec, "rank", 0) is None or getattr(spec, "dims", 0) is None:
             return None
@@ -51,7 +53,7 @@ def is_fully_defined(shape):
 
 def is_compatible(shape, other):
     """Whether two partial shapes could describe the same concrete shape."""
-    if shape is None or other is None:
+    if shape is None or other is None or shape == other:
         return True
     if len(shape) != len(other):
         return False
@@ -60,7 +62,7 @@ def is_compatible(shape, other):
 
 def merge(shape, other):
     """The most specific shape compatible with both (PartialTensorShape::MergeWith)."""
-    if shape is None:
+    if shape is None or shape == other:
         return other
     if other is None:
         return shape

@@ -13,7 +13,7 @@ import threading
 from . import dtypes
 from .backends import get_accumulation
 from .errors import InvalidArgumentError, UnimplementedError
-from .host import element_count, first_occurrences, flag_view, has_duplicates, index_vector
+from .host import count_distinct, element_count, flag_view, has_duplicates, index_vector
 from .layouts import RaggedLayout, UniformLayout
 from .shapes import format_shape, is_compatible, is_fully_defined, merge
 
@@ -26,6 +26,7 @@ _STORED = WRITTEN | VALUE
 _READABLE = WRITTEN | VALUE | CLEARED
 _CLEARED_AFTER_READ = WRITTEN | READ | CLEARED
 _FAST_BATCH = 8       # batches up to this size are checked slot by slot
+_UNSURE = object()    # a vector check that cannot vouch for a batch
 
 
 def _shape(shape):
@@ -465,23 +466,20 @@ class ArrayStorage:
         return element_shape
 
     def _writable_fast(self, indices, shape):
-        """The element shape after writing same-shaped rows to ``indices``, or None when
-        some slot may fail (then the slot-by-slot plan finds the first failure)."""
+        """The element shape after writing rows of ``shape`` (which the slab accepts) to
+        ``indices``, or _UNSURE when some slot may fail: then the slot-by-slot plan
+        finds the first failure, and its message."""
         if indices.min() < 0 or (not self.dynamic_size and indices.max() >= self.size):
-            return None
-        if self.layout.kind != "uniform" or not self.layout.accepts(shape):
-            return None
+            return _UNSURE
         element_shape = self._checked_element_shape(int(indices[0]), shape, self.element_shape)
         flags = flag_view(self.flags)[indices[indices < self.size]]
         if (flags & READ).any():
-            return None
-        if self.aggregate:
-            if self.layout.row_shape not in (None, shape) and (flags & WRITTEN).any():
-                return None
+            return _UNSURE
+        if self.aggregate:    # (slot shapes match: the slab accepts ``shape``)
             if self.dtype not in dtypes.AGGREGATABLE and ((flags & VALUE).any() or has_duplicates(indices)):
-                return None
+                return _UNSURE
         elif (flags & WRITTEN).any() or has_duplicates(indices):
-            return None
+            return _UNSURE
         return element_shape
 
     def _write_rows(self, indices, rows):
@@ -490,20 +488,23 @@ class ArrayStorage:
         if len(indices) == 0:
             return
         same_shape = not isinstance(rows, list)
-        element_shape = None
-        if same_shape and len(indices) > _FAST_BATCH:
-            element_shape = self._writable_fast(indices, rows.shape[1:])
-        if element_shape is None:
-            shapes = [rows.shape[1:]] * len(indices) if same_shape else [row.shape for row in rows]
+        row_shape = rows.shape[1:] if same_shape else None
+        # Same-shaped rows that fit the slab go in with vector operations; anything else
+        # (a ragged layout, a split of unequal lengths) slot by slot.
+        vectorised = same_shape and self.layout.kind == "uniform" and self.layout.accepts(row_shape)
+        element_shape = _UNSURE
+        if vectorised and len(indices) > _FAST_BATCH:
+            element_shape = self._writable_fast(indices, row_shape)
+        if element_shape is _UNSURE:
+            shapes = [row_shape] * len(indices) if same_shape else [row.shape for row in rows]
             element_shape = self._plan_writes(indices.tolist(), shapes)
         new_size = max(self.size, int(indices.max()) + 1)
-        layout = self.layout
-        if same_shape and layout.accepts(rows.shape[1:]):
-            layout.reserve(new_size, rows.shape[1:], exact=not self.dynamic_size)
+        if vectorised:
+            self.layout.reserve(new_size, row_shape, exact=not self.dynamic_size)
         if new_size > self.size:
             self._resize(new_size)
         self.element_shape = element_shape
-        if same_shape and layout is self.layout and layout.accepts(rows.shape[1:]):
+        if vectorised:
             self._store_rows(indices, rows)
         else:
             for index, row in zip(indices.tolist(), rows):
@@ -512,23 +513,24 @@ class ArrayStorage:
 
     def _store_rows(self, indices, rows):
         view = flag_view(self.flags)
-        first = first_occurrences(indices) if self.aggregate else None
-        self.written_count += len(indices) if first is None else \
-            int(((view[indices[first]] & WRITTEN) == 0).sum())
-        if self.aggregate:
-            # First arrivals at slots without a value are stored (TF stores, it does
-            # not add to zeros: -0.0 survives); every later arrival adds, in order.
-            fresh = first & ((view[indices] & VALUE) == 0)
-            if fresh.all():
-                self.layout.store_rows(indices, rows)
-            else:
-                positions = fresh.nonzero()[0]
-                if len(positions):
-                    self.layout.store_rows(indices[positions], self.backend.take_rows(rows, positions))
-                rest = (~fresh).nonzero()[0]
-                self.layout.add_rows(indices[rest], self.backend.take_rows(rows, rest), get_accumulation())
-        else:
+        targets = view[indices]
+        if not self.aggregate:
+            self.written_count += len(indices)        # distinct and unwritten: the checks said so
             self.layout.store_rows(indices, rows)
+        else:
+            unwritten = (targets & WRITTEN) == 0
+            if unwritten.any():
+                self.written_count += count_distinct(indices[unwritten])
+            if self.dtype in dtypes.AGGREGATABLE:
+                # TF stores a slot's first arrival and adds later ones. Slots without a value
+                # start from the identity that keeps every bit of what is added to it (-0.0:
+                # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
+                empty = (targets & VALUE) == 0
+                if empty.any():
+                    self.layout.fill(indices[empty], dtypes.exact_identity(self.dtype))
+                self.layout.add_rows(indices, rows, get_accumulation())
+            else:
+                self.layout.store_rows(indices, rows)  # bool: first writes to distinct slots only
         view[indices] |= _STORED
         del view
 

@@ -71,8 +71,11 @@ class TensorArray:
     def element_shape(self):
         """The element shape known so far: None (unknown rank) or a tuple with None for unknown dims."""
         known = registry.lookup(self._handle).element_shape
+        inferred = self._shape_cell[0]
+        if inferred is None or inferred == known:
+            return known
         try:
-            return merge(self._shape_cell[0], known)
+            return merge(inferred, known)
         except InvalidArgumentError:
             return known
 
@@ -131,7 +134,10 @@ class TensorArray:
 
     def stack(self, name=None):
         """Every element stacked along a new first axis (a view when fully written)."""
-        return self.gather(range(int(self.size())), name=name)
+        size = self._known_size
+        if size is None:
+            size = int(raw_ops.TensorArraySizeV3(self._handle, self._flow))
+        return self.gather(range(size), name=name)
 
     def gather(self, indices, name=None):
         return raw_ops.TensorArrayGatherV3(self._handle, indices, self._flow, self._dtype,

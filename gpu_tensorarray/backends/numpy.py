@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import ResourceExhaustedError
 from .base import Backend
 from .grouping import group_by_destination
@@ -115,7 +116,7 @@ def _add_rows_sequential(dst, indices, rows):
             part = sources[start:start + chunk]
             target = sums[start:start + len(part)]
             np.add(target, rows.take(part, axis=0), out=target)
-    identity = _exact_identity(rows.dtype)
+    identity = dtypes.exact_identity(rows.dtype)
     for group, sources in enumerate(tails):
         for start in range(0, len(sources), chunk):
             part = rows.take(sources[start:start + chunk], axis=0)
@@ -142,14 +143,6 @@ def _plan(indices, n_destinations):
     tails = [order[start + n_rounds:start + count]
              for start, count in zip(starts[:n_tails].tolist(), counts[:n_tails].tolist())]
     return destinations, rounds, tails
-
-
-def _exact_identity(dtype):
-    """The x with x + v == v bitwise for every v: -0.0 for floats (reduce would
-    otherwise start from +0.0, and +0.0 + -0.0 loses the sign), 0 for integers."""
-    if dtype.kind == "c":
-        return dtype.type(complex(-0.0, -0.0))
-    return dtype.type(-0.0 if dtype.kind == "f" else 0)
 
 
 def _physical_memory():
