@@ -469,16 +469,18 @@ class ArrayStorage:
         """The element shape after writing rows of ``shape`` (which the slab accepts) to
         ``indices``, or _UNSURE when some slot may fail: then the slot-by-slot plan
         finds the first failure, and its message."""
-        if indices.min() < 0 or (not self.dynamic_size and indices.max() >= self.size):
+        low, high = indices.min(), indices.max()
+        if low < 0 or (not self.dynamic_size and high >= self.size):
             return _UNSURE
         element_shape = self._checked_element_shape(int(indices[0]), shape, self.element_shape)
-        flags = flag_view(self.flags)[indices[indices < self.size]]
-        if (flags & READ).any():
-            return _UNSURE
+        view = flag_view(self.flags)
+        flags = view[indices] if high < self.size else view[indices[indices < self.size]]
         if self.aggregate:    # (slot shapes match: the slab accepts ``shape``)
+            if (flags & READ).any():
+                return _UNSURE
             if self.dtype not in dtypes.AGGREGATABLE and ((flags & VALUE).any() or has_duplicates(indices)):
                 return _UNSURE
-        elif (flags & WRITTEN).any() or has_duplicates(indices):
+        elif flags.any() or has_duplicates(indices):
             return _UNSURE
         return element_shape
 
@@ -513,25 +515,25 @@ class ArrayStorage:
 
     def _store_rows(self, indices, rows):
         view = flag_view(self.flags)
-        targets = view[indices]
         if not self.aggregate:
             self.written_count += len(indices)        # distinct and unwritten: the checks said so
             self.layout.store_rows(indices, rows)
+            view[indices] = _STORED
+        elif self.dtype not in dtypes.AGGREGATABLE:
+            self.written_count += count_distinct(indices[(view[indices] & WRITTEN) == 0])
+            self.layout.store_rows(indices, rows)     # bool: first writes to distinct slots only
+            view[indices] |= _STORED
         else:
-            unwritten = (targets & WRITTEN) == 0
-            if unwritten.any():
-                self.written_count += count_distinct(indices[unwritten])
-            if self.dtype in dtypes.AGGREGATABLE:
-                # TF stores a slot's first arrival and adds later ones. Slots without a value
-                # start from the identity that keeps every bit of what is added to it (-0.0:
-                # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
-                empty = (targets & VALUE) == 0
-                if empty.any():
-                    self.layout.fill(indices[empty], dtypes.exact_identity(self.dtype))
-                self.layout.add_rows(indices, rows, get_accumulation())
-            else:
-                self.layout.store_rows(indices, rows)  # bool: first writes to distinct slots only
-        view[indices] |= _STORED
+            # TF stores a slot's first arrival and adds later ones. Slots without a value
+            # start from the identity that keeps every bit of what is added to it (-0.0:
+            # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
+            targets = view[indices]
+            empty = (targets & VALUE) == 0
+            if empty.any():
+                self.written_count += count_distinct(indices[(targets & WRITTEN) == 0])
+                self.layout.fill(indices[empty], dtypes.exact_identity(self.dtype))
+                view[indices] |= _STORED
+            self.layout.add_rows(indices, rows, get_accumulation())
         del view
 
     # -- TensorArrayScatterV3 ------------------------------------------------------------------
