@@ -75,7 +75,7 @@ class UniformLayout:
         self.slab[indices] = value
 
     def row(self, index):
-        return self.view[index]
+        return self.view[index, ...]
 
     def take(self, indices):
         return self.backend.take_rows(self.slab, indices)

@@ -70,8 +70,8 @@ class ArrayStorage:
     def _write_bounds_error(self, index, size):
         return self._error(f"Tried to write to index {index} but array is not resizeable and size is: {size}")
 
-    def _read_bounds_error(self, index):
-        return self._error(f"Tried to read from index {index} but array size is: {self.size}", named=False)
+    def _read_bounds_error(self, index, size):
+        return self._error(f"Tried to read from index {index} but array size is: {size}", named=False)
 
     def _check_value_dtype(self, value):
         if value.dtype != self.dtype:
@@ -209,9 +209,9 @@ class ArrayStorage:
                         self.cleared_count += 1
                     else:
                         self.flags[index] = flags | READ
-                    return view[index]
+                    return view[index, ...]     # a 0-d array, not a NumPy scalar, for scalars
             elif index < 0 or not self.is_grad:                               # 5
-                raise self._read_bounds_error(index)
+                raise self._read_bounds_error(index, size)
             else:
                 flags = 0
             if not flags & WRITTEN:                                           # 6
@@ -282,7 +282,7 @@ class ArrayStorage:
         shapes = []
         for index in indices:
             if index < 0 or (index >= size and not self.is_grad):
-                raise self._read_bounds_error(index)
+                raise self._read_bounds_error(index, new_size)
             if index in after:
                 flags = after[index]
             elif index < size:
@@ -382,14 +382,16 @@ class ArrayStorage:
             if not is_compatible(element_shape, first_shape):                 # 7
                 raise self._error(f"TensorArray was passed element_shape {format_shape(element_shape)} which "
                                   f"does not match the Tensor at index 0: {_shape(first_shape)}", named=False)
-            if shapes is not None:                                            # 8
-                for position, shape in enumerate(shapes):
+            if shapes is not None and element_count(first_shape):             # 8 (TF skips it when
+                for position, shape in enumerate(shapes):                     # value 0 is empty)
                     if shape != first_shape:
                         raise self._error(f"TensorArray has inconsistent shapes.  Index 0 has shape: "
                                           f"{_shape(first_shape)} but index {position} has shape: {_shape(shape)}",
                                           named=False)
             self._commit_reads(indices, soft, new_size)
             self._set_element_shape(merged)
+            if not element_count(first_shape):
+                return self.backend.zeros((len(indices),) + first_shape, self.dtype)
             if type(indices) is range and self.layout.kind == "uniform":
                 return self.layout.rows(indices.start, indices.stop)          # 9: a view (stack)
             return self.layout.take(index_vector(indices) if type(indices) is range else indices)
