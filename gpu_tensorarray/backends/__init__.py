@@ -125,22 +125,23 @@ def device(spec):
 def get_accumulation():
     """The active scatter-add mode: the ``accumulation()`` context, else the
     environment, else "deterministic"."""
-    mode = _accumulation_choice.get() or os.environ.get(ACCUMULATION_ENV) or "deterministic"
-    if mode not in ACCUMULATION_MODES:
-        raise InvalidArgumentError(f"Unknown accumulation mode {mode!r}; known: {', '.join(ACCUMULATION_MODES)}")
-    return mode
+    return _checked_mode(_accumulation_choice.get() or os.environ.get(ACCUMULATION_ENV) or "deterministic")
 
 
 @contextlib.contextmanager
 def accumulation(mode):
     """``with accumulation("deterministic" | "atomic"):`` how gradient arrays add."""
-    if mode not in ACCUMULATION_MODES:
-        raise InvalidArgumentError(f"Unknown accumulation mode {mode!r}; known: {', '.join(ACCUMULATION_MODES)}")
-    token = _accumulation_choice.set(mode)
+    token = _accumulation_choice.set(_checked_mode(mode))
     try:
         yield mode
     finally:
         _accumulation_choice.reset(token)
+
+
+def _checked_mode(mode):
+    if mode not in ACCUMULATION_MODES:
+        raise InvalidArgumentError(f"Unknown accumulation mode {mode!r}; known: {', '.join(ACCUMULATION_MODES)}")
+    return mode
 
 
 def available_backends():
