@@ -57,8 +57,8 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
     array = handle._array if type(handle) is Handle else _lookup(handle)
+    flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
     array.write(index, value)
-    flow_out = array.backend.flow(flow_in)
     if _record is not None:
         _record("TensorArrayWriteV3", (handle, index, value, flow_in), (flow_out,), array.dtype)
     return flow_out
@@ -90,8 +90,8 @@ def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
     """Write ``value[k]`` at ``indices[k]`` for every k, in order -> flow_out."""
     indices = host_ints(indices, "indices")
     array = _lookup(handle)
+    flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
     array.scatter(indices, value)
-    flow_out = array.backend.flow(flow_in)
     if _record is not None:
         _record("TensorArrayScatterV3", (handle, indices, value, flow_in), (flow_out,), array.dtype)
     return flow_out
@@ -112,8 +112,8 @@ def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
     """Split ``value`` along axis 0 into pieces of ``lengths``, one per slot -> flow_out."""
     lengths = host_ints(lengths, "lengths", "int64")
     array = _lookup(handle)
+    flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
     array.split(value, lengths)
-    flow_out = array.backend.flow(flow_in)
     if _record is not None:
         _record("TensorArraySplitV3", (handle, value, lengths, flow_in), (flow_out,), array.dtype)
     return flow_out

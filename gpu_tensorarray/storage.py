@@ -217,9 +217,9 @@ class ArrayStorage:
             if not flags & WRITTEN:                                           # 6
                 shape = self._zero_shape(index, self.element_shape)
                 if index >= size:
-                    self._grow_soft(index + 1, shape)
+                    self._make_soft({}, index + 1, shape)
                 else:
-                    self._set_soft(index, shape)
+                    self._make_soft({index: shape}, size, None)
                 flags = WRITTEN
             elif flags & CLEARED:                                             # 7
                 raise self._cleared_error(index)
@@ -256,11 +256,24 @@ class ArrayStorage:
         self.flags[index] = WRITTEN
         self.written_count += 1
 
-    def _grow_soft(self, size, shape):
-        """A gradient array read past its end grows; every new slot is soft zeros."""
+    def _make_soft(self, soft, new_size, grow_shape):
+        """Slots in ``soft`` (slot -> shape) become soft zeros; a gradient array read past
+        its end grows to ``new_size``, every new slot soft zeros of ``grow_shape``. The
+        slab is allocated first, so running out of memory leaves the array as it was."""
         first = self.size
-        self._resize(size)
-        for index in range(first, size):
+        shapes = set(soft.values()) | ({grow_shape} if new_size > first else set())
+        slab_rows = self.layout.kind == "uniform" and len(shapes) == 1 and self.layout.accepts(next(iter(shapes)))
+        if slab_rows:           # unwritten slab rows are zeros: the soft values themselves
+            self.layout.reserve(new_size, next(iter(shapes)), exact=not (self.dynamic_size or self.is_grad))
+        if new_size > first:
+            self._resize(new_size)
+            if slab_rows:
+                flag_view(self.flags)[first:new_size] = WRITTEN
+                self.written_count += new_size - first
+            else:
+                for index in range(first, new_size):
+                    self._set_soft(index, grow_shape)
+        for index, shape in soft.items():
             self._set_soft(index, shape)
 
     def _materialize(self, index):
@@ -275,9 +288,10 @@ class ArrayStorage:
     # -- reads of many slots: Gather and Concat ------------------------------------------------
     def _plan_reads(self, indices, element_shape):
         """Check reads of ``indices`` in order exactly as sequential ReadV3s would,
-        changing nothing. Returns (shape of each read, slots that become soft, new size)."""
+        changing nothing. Returns (shape of each read, slots that become soft, the size
+        after a gradient array's reads past its end, the shape of the slots it grows by)."""
         size = new_size = self.size
-        soft = {}
+        soft, grow_shape = {}, None
         after = {}                     # slot -> flags once this batch's earlier reads ran
         shapes = []
         for index in indices:
@@ -291,23 +305,22 @@ class ArrayStorage:
                 flags = WRITTEN if index < new_size else 0
             if not flags & WRITTEN:
                 shape = self._zero_shape(index, element_shape)
-                if index >= new_size:
-                    for grown in range(new_size, index + 1):
-                        soft[grown] = shape
-                    new_size = index + 1
-                soft[index] = shape
+                if index >= size:
+                    new_size, grow_shape = index + 1, shape
+                else:
+                    soft[index] = shape
                 flags = WRITTEN
             elif flags & CLEARED:
                 raise self._cleared_error(index)
-            shapes.append(soft[index] if index in soft else self.layout.slot_shape(index))
+            if index >= size:
+                shapes.append(grow_shape)
+            else:
+                shapes.append(soft[index] if index in soft else self.layout.slot_shape(index))
             after[index] = flags | READ | (CLEARED if self.clear_after_read else 0)
-        return shapes, soft, new_size
+        return shapes, soft, new_size, grow_shape
 
-    def _commit_reads(self, indices, soft, new_size):
-        if new_size > self.size:
-            self._resize(new_size)
-        for index, shape in soft.items():
-            self._set_soft(index, shape)
+    def _commit_reads(self, indices, soft, new_size, grow_shape):
+        self._make_soft(soft, new_size, grow_shape)
         if self.layout.kind == "uniform":
             self._materialize(new_size - 1)
         else:
@@ -374,10 +387,10 @@ class ArrayStorage:
             if self.closed:                                                   # 6
                 raise self._closed_error()
             if len(indices) > _FAST_BATCH and self._readable_fast(indices):
-                shapes, soft, new_size = None, {}, self.size
+                shapes, soft, new_size, grow_shape = None, {}, self.size, None
                 first_shape = self.layout.row_shape
             else:
-                shapes, soft, new_size = self._plan_reads(_as_list(indices), merged)
+                shapes, soft, new_size, grow_shape = self._plan_reads(_as_list(indices), merged)
                 first_shape = shapes[0]
             if not is_compatible(element_shape, first_shape):                 # 7
                 raise self._error(f"TensorArray was passed element_shape {format_shape(element_shape)} which "
@@ -388,7 +401,7 @@ class ArrayStorage:
                         raise self._error(f"TensorArray has inconsistent shapes.  Index 0 has shape: "
                                           f"{_shape(first_shape)} but index {position} has shape: {_shape(shape)}",
                                           named=False)
-            self._commit_reads(indices, soft, new_size)
+            self._commit_reads(indices, soft, new_size, grow_shape)
             self._set_element_shape(merged)
             if not element_count(first_shape):
                 return self.backend.zeros((len(indices),) + first_shape, self.dtype)
@@ -424,7 +437,7 @@ class ArrayStorage:
                     "Concat of a gradient TensorArray whose forward array had no Split before the gradient "
                     "array was created: its marked size is -1, so the number of elements is unknown.")
             indices = list(range(count))
-            shapes, soft, new_size = self._plan_reads(indices, self.element_shape)   # 7
+            shapes, soft, new_size, grow_shape = self._plan_reads(indices, self.element_shape)   # 7
             first = shapes[0]
             for index, shape in enumerate(shapes):                            # 8
                 if len(shape) == 0:
@@ -441,7 +454,7 @@ class ArrayStorage:
                         f"TensorArray has inconsistent shapes.  Index 0 has (excepting dimension 0) shape: "
                         f"{_shape(first[1:])} but index {index} has (excepting dimension 0) shape: "
                         f"{_shape(shape[1:])}", named=False)
-            self._commit_reads(range(count), soft, new_size)
+            self._commit_reads(range(count), soft, new_size, grow_shape)
             return self.layout.concat_view(count), [shape[0] for shape in shapes]          # 9
 
     # -- writes of many slots: Scatter and Split -----------------------------------------------

@@ -134,9 +134,10 @@ def test_failed_gather_of_empty_indices_does_not_merge(backend):
 def test_failed_gather_on_a_grad_array_does_not_grow_it(backend):
     forward, _ = new(2, element_shape=[2])
     g = grad(forward)
-    with raises(errors.InvalidArgumentError, READ_BOUNDS.format(index=-1, size=2)):
+    # TF's message gives the size the gather's earlier read grew it to (verified on TF 2.21)...
+    with raises(errors.InvalidArgumentError, READ_BOUNDS.format(index=-1, size=6)):
         gather(g, [5, -1])
-    assert size(g) == 2
+    assert size(g) == 2     # ...but here the failed gather leaves it as it was
 
 
 def test_failed_concat_clears_nothing(backend):
