@@ -7,9 +7,10 @@ dtype objects (CuPy uses the same ones); messages print TensorFlow's names
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, about, shown
 
-__all__ = ["as_dtype", "tf_name", "c_type", "exact_identity", "python_value_dtype", "SUPPORTED", "AGGREGATABLE"]
+__all__ = ["as_dtype", "tf_name", "c_type", "exact_identity", "python_value_dtype", "python_value_as",
+           "SUPPORTED", "AGGREGATABLE"]
 
 # numpy name -> TensorFlow's DataTypeString name (used in messages).
 _TF_NAMES = {
@@ -45,14 +46,14 @@ _PYTHON_TYPES = {float: "float32", int: "int32", complex: "complex128", bool: "b
 _CACHE = {}
 
 
-def as_dtype(spec):
+def as_dtype(spec, owner=None):
     """A numpy dtype from a numpy dtype or type, a name ("float32", "float",
     "double", "half"), a Python type, or a TensorFlow DType (``as_numpy_dtype``)."""
     try:
         return _CACHE[spec]
     except (KeyError, TypeError):
         pass
-    dtype = _resolve(spec)
+    dtype = _resolve(spec, owner)
     try:
         _CACHE[spec] = dtype
     except TypeError:
@@ -60,12 +61,12 @@ def as_dtype(spec):
     return dtype
 
 
-def _resolve(spec):
+def _resolve(spec, owner):
     if spec is None:
-        raise InvalidArgumentError(f"dtype is required; supported: {_supported_names()}")
+        raise InvalidArgumentError(f"dtype is required; supported: {_supported_names()}{about(owner)}")
     if isinstance(spec, str):
         name = _ALIASES.get(spec.lower(), spec.lower())
-    elif spec in _PYTHON_TYPES:
+    elif isinstance(spec, type) and spec in _PYTHON_TYPES:
         name = _PYTHON_TYPES[spec]
     elif hasattr(spec, "as_numpy_dtype"):
         name = spec.as_numpy_dtype
@@ -73,10 +74,10 @@ def _resolve(spec):
         name = spec
     try:
         dtype = np.dtype(name)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"Unknown dtype {spec!r}; supported: {_supported_names()}") from None
+    except Exception:       # whatever a caller's object raises, it is not a dtype
+        raise InvalidArgumentError(f"Unknown dtype {shown(spec)}; supported: {_supported_names()}{about(owner)}") from None
     if dtype not in SUPPORTED:
-        raise InvalidArgumentError(f"Unsupported dtype {spec!r}; supported: {_supported_names()}")
+        raise InvalidArgumentError(f"Unsupported dtype {shown(spec)}; supported: {_supported_names()}{about(owner)}")
     return dtype
 
 
@@ -110,10 +111,15 @@ def python_value_dtype(host_array, value):
     if kind == "f":
         return np.dtype("float32")
     if kind in "iu":
-        low, high = host_array.min(), host_array.max()
+        if host_array.size == 0:
+            return np.dtype("int32")
+        low, high = int(host_array.min()), int(host_array.max())
         if -(2**31) <= low and high < 2**31:
             return np.dtype("int32")
-        return np.dtype("int64")
+        if -(2**63) <= low and high < 2**63:
+            return np.dtype("int64")
+        raise InvalidArgumentError(f"Cannot convert {shown(value)} to a tensor: {high if high >= 2**63 else low} "
+                                   f"does not fit in int64")
     if kind == "c":
         return np.dtype("complex128")
     if kind == "b":
@@ -121,3 +127,22 @@ def python_value_dtype(host_array, value):
     raise InvalidArgumentError(
         f"Cannot convert a value of type {type(value).__name__} to a tensor: "
         f"numpy sees dtype {host_array.dtype} (ragged lists, strings and objects are not supported)")
+
+
+def python_value_as(value, dtype, owner=None):
+    """A Python scalar or (nested) list as a NumPy array of ``dtype``, refusing what
+    TensorFlow's convert_to_tensor(value, dtype) refuses: strings, None, floats into
+    integers, and integers that do not fit (never a silent NaN, truncation or wrap)."""
+    try:
+        host = np.asarray(value)
+    except Exception as error:
+        raise InvalidArgumentError(
+            f"Cannot convert value {shown(value)} to {tf_name(dtype)}: {error}{about(owner)}") from None
+    if host.dtype.kind not in "biufc" or not np.can_cast(host.dtype, dtype, casting="same_kind"):
+        raise InvalidArgumentError(f"Cannot convert value {shown(value)} (numpy sees {host.dtype}) to "
+                                   f"{tf_name(dtype)}{about(owner)}")
+    converted = host.astype(dtype)
+    if dtype.kind in "iu" and not np.array_equal(converted, host):
+        raise InvalidArgumentError(
+            f"Cannot convert value {shown(value)} to {tf_name(dtype)}: out of range{about(owner)}")
+    return converted

@@ -6,12 +6,32 @@ works too. Messages keep TensorFlow's wording (users match on them).
 """
 
 __all__ = [
-    "OpError", "CancelledError", "UnknownError", "InvalidArgumentError",
+    "shown", "about", "OpError", "CancelledError", "UnknownError", "InvalidArgumentError",
     "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",
     "PermissionDeniedError", "ResourceExhaustedError", "FailedPreconditionError",
     "AbortedError", "OutOfRangeError", "UnimplementedError", "InternalError",
     "UnavailableError", "DataLossError", "UnauthenticatedError",
 ]
+
+
+def shown(value, limit=80):
+    """A caller's value for an error message: its repr, shortened, and never failing
+    (a hostile __repr__ must not replace our error with its own)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"<{type(value).__name__} object>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def about(owner):
+    """" (TensorArray <name>)" when an argument meant for an array's op is bad: the
+    message then names the array, as every check inside the array's op does."""
+    try:
+        name = getattr(owner, "name", None)
+    except Exception:
+        name = None
+    return f" (TensorArray {name})" if isinstance(name, str) else ""
 
 
 class OpError(Exception):

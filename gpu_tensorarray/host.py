@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, about, shown
 
 __all__ = ["host_ints", "host_indices", "scalar_int", "index_vector", "flag_view", "count_distinct", "has_duplicates",
            "element_count", "INT32_MAX"]
@@ -19,7 +19,7 @@ INT32_MAX = 2**31 - 1
 _INT32_MIN = -(2**31)
 
 
-def host_ints(value, what, dtype_name="int32"):
+def host_ints(value, what, dtype_name="int32", owner=None):
     """Any integer array-like (list, NumPy, CuPy, 0-d) -> int64 NumPy array of any rank.
     Floats, bools, strings and values outside ``dtype_name``'s range are rejected."""
     cupy = sys.modules.get("cupy")
@@ -27,37 +27,38 @@ def host_ints(value, what, dtype_name="int32"):
         value = value.get()
     try:
         array = np.asarray(value)
-    except (ValueError, TypeError, OverflowError) as error:
-        raise InvalidArgumentError(f"{what} must be {dtype_name} values, got {value!r}: {error}") from None
+    except Exception as error:      # whatever a caller's object raises, it is not an index
+        raise InvalidArgumentError(
+            f"{what} must be {dtype_name} values, got {shown(value)}: {error}{about(owner)}") from None
     if array.dtype.kind not in "iu":
         if array.size == 0 and array.dtype.kind == "f" and not isinstance(value, np.ndarray):
             return np.zeros(array.shape, np.int64)   # [] from Python has no dtype of its own
         raise InvalidArgumentError(
-            f"{what} must be {dtype_name} values, but got dtype {array.dtype} ({value!r})")
+            f"{what} must be {dtype_name} values, but got dtype {array.dtype} ({shown(value)}){about(owner)}")
     if array.size:
         low, high = int(array.min()), int(array.max())
         limit_low, limit_high = (_INT32_MIN, INT32_MAX) if dtype_name == "int32" else (-(2**63), 2**63 - 1)
         if low < limit_low or high > limit_high:
             bad = low if low < limit_low else high
-            raise InvalidArgumentError(f"{what} value {bad} does not fit in {dtype_name}")
+            raise InvalidArgumentError(f"{what} value {bad} does not fit in {dtype_name}{about(owner)}")
     return array.astype(np.int64, copy=False)
 
 
-def host_indices(value, what="indices"):
+def host_indices(value, what="indices", owner=None):
     """Like host_ints, but a step-1 range of non-negative ints stays a range: storage
     reads consecutive slots as one slice (stack is a view), never materialising them."""
     if type(value) is range and value.step == 1 and 0 <= value.start <= value.stop <= INT32_MAX + 1:
         return value
-    return host_ints(value, what)
+    return host_ints(value, what, owner=owner)
 
 
-def scalar_int(value, what, message):
+def scalar_int(value, what, message, owner=None):
     """A host Python int from a scalar; ``message`` (TensorFlow's) when the rank is not 0."""
     if type(value) is int and _INT32_MIN <= value <= INT32_MAX:
         return value
-    array = host_ints(value, what)
+    array = host_ints(value, what, owner=owner)
     if array.ndim != 0:
-        raise InvalidArgumentError(message + shape_text(array.shape))
+        raise InvalidArgumentError(message + shape_text(array.shape) + about(owner))
     return int(array)
 
 

@@ -25,9 +25,10 @@ def _grown(capacity, needed):
 class UniformLayout:
     kind = "uniform"
 
-    def __init__(self, backend, dtype, row_shape=None):
+    def __init__(self, backend, dtype, row_shape=None, owner=""):
         self.backend = backend
         self.dtype = dtype
+        self.owner = owner              # the array's name, for out-of-memory messages
         self.row_shape = row_shape      # None until the first element is stored
         self.slab = None                # [capacity, *row_shape]
         self.view = None                # the slab, read-only where the backend allows
@@ -56,7 +57,7 @@ class UniformLayout:
             return
         capacity = needed if exact or self.slab is None else _grown(self.capacity, needed)
         shape = (capacity,) + self.row_shape
-        self.backend.check_allocation(element_count(shape) * self.dtype.itemsize, f"a slab of shape {list(shape)}")
+        self.backend.check_allocation(element_count(shape) * self.dtype.itemsize, f"a slab of shape {list(shape)} for TensorArray {self.owner}")
         slab = self.backend.zeros(shape, self.dtype)
         if self.slab is not None:
             slab[: self.capacity] = self.slab
@@ -97,9 +98,10 @@ class RaggedLayout:
     capacity = 1 << 62          # allocates per element: every slot index is addressable
     slab = view = None
 
-    def __init__(self, backend, dtype):
+    def __init__(self, backend, dtype, owner=""):
         self.backend = backend
         self.dtype = dtype
+        self.owner = owner
         self.flat = backend.zeros((0,), dtype)
         self.end = 0                      # first free element of ``flat``
         self.offsets = {}                 # slot -> first element in ``flat``
@@ -107,7 +109,7 @@ class RaggedLayout:
 
     @classmethod
     def from_uniform(cls, uniform, slots_with_shape, slots_with_values):
-        ragged = cls(uniform.backend, uniform.dtype)
+        ragged = cls(uniform.backend, uniform.dtype, uniform.owner)
         for index in slots_with_shape:
             ragged.shapes[index] = uniform.row_shape
         for index in slots_with_values:
@@ -134,7 +136,7 @@ class RaggedLayout:
         start, end = self.end, self.end + count
         if end > len(self.flat):
             capacity = _grown(len(self.flat), end)
-            self.backend.check_allocation(capacity * self.dtype.itemsize, f"a buffer of {capacity} elements")
+            self.backend.check_allocation(capacity * self.dtype.itemsize, f"a buffer of {capacity} elements for TensorArray {self.owner}")
             flat = self.backend.zeros((capacity,), self.dtype)
             flat[:start] = self.flat[:start]
             self.flat = flat

@@ -13,7 +13,7 @@ import numpy as np
 
 from . import dtypes
 from .backends import get_backend
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, about, shown
 from .host import INT32_MAX, host_indices, host_ints, scalar_int
 from .registry import Handle, registry
 from .shapes import as_partial_shape
@@ -47,15 +47,17 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
     if size < 0:
         raise InvalidArgumentError("Size should be >= 0.")
     backend = get_backend()
-    handle = registry.create(backend, dtype, size, element_shape, bool(dynamic_size), bool(clear_after_read),
-                             bool(identical_element_shapes), _attr_string(tensor_array_name, "tensor_array_name"))
+    handle = registry.create(backend, dtype, size, element_shape, _attr_bool(dynamic_size, "dynamic_size"),
+                             _attr_bool(clear_after_read, "clear_after_read"),
+                             _attr_bool(identical_element_shapes, "identical_element_shapes"),
+                             _attr_string(tensor_array_name, "tensor_array_name"))
     return TensorArrayV3Output(handle, backend.flow(0.0))
 
 
 def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
-        index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
+        index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle._array if type(handle) is Handle else _lookup(handle)
     flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
     array.write(index, value)
@@ -67,9 +69,9 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
 def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
-        index = scalar_int(index, "index", _INDEX_NOT_SCALAR)
+        index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle._array if type(handle) is Handle else _lookup(handle)
-    value = array.read(index, dtypes.as_dtype(dtype))
+    value = array.read(index, dtypes.as_dtype(dtype, handle))
     if _record is not None:
         _record("TensorArrayReadV3", (handle, index, flow_in), (value,), array.dtype)
     return value
@@ -77,10 +79,10 @@ def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
 
 def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
     """The elements at ``indices``, stacked along a new first axis."""
-    indices = host_indices(indices)
-    element_shape = as_partial_shape(element_shape)
+    indices = host_indices(indices, owner=handle)
+    element_shape = as_partial_shape(element_shape, owner=handle)
     array = _lookup(handle)
-    value = array.gather(indices, dtypes.as_dtype(dtype), element_shape)
+    value = array.gather(indices, dtypes.as_dtype(dtype, handle), element_shape)
     if _record is not None:
         _record("TensorArrayGatherV3", (handle, indices, flow_in), (value,), array.dtype)
     return value
@@ -88,7 +90,7 @@ def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, nam
 
 def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
     """Write ``value[k]`` at ``indices[k]`` for every k, in order -> flow_out."""
-    indices = host_ints(indices, "indices")
+    indices = host_ints(indices, "indices", owner=handle)
     array = _lookup(handle)
     flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
     array.scatter(indices, value)
@@ -99,9 +101,9 @@ def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
 
 def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name=None):
     """Every element joined along axis 0 -> (value, lengths as int64)."""
-    element_shape_except0 = as_partial_shape(element_shape_except0, "element_shape_except0")
+    element_shape_except0 = as_partial_shape(element_shape_except0, "element_shape_except0", handle)
     array = _lookup(handle)
-    value, lengths = array.concat(dtypes.as_dtype(dtype), element_shape_except0)
+    value, lengths = array.concat(dtypes.as_dtype(dtype, handle), element_shape_except0)
     output = TensorArrayConcatV3Output(value, array.backend.from_host(np.array(lengths, np.int64)))
     if _record is not None:
         _record("TensorArrayConcatV3", (handle, flow_in), output, array.dtype)
@@ -110,7 +112,7 @@ def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name
 
 def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
     """Split ``value`` along axis 0 into pieces of ``lengths``, one per slot -> flow_out."""
-    lengths = host_ints(lengths, "lengths", "int64")
+    lengths = host_ints(lengths, "lengths", "int64", owner=handle)
     array = _lookup(handle)
     flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
     array.split(value, lengths)
@@ -132,22 +134,29 @@ def TensorArrayCloseV3(handle, name=None):
 
 def TensorArrayGradV3(handle, flow_in, source, name=None):
     """The gradient array of (``handle``, ``source``), created on first use -> (grad_handle, flow_out)."""
-    source = _attr_string(source, "source")
+    source = _attr_string(source, "source", handle)
     grad_handle = registry.grad(handle, source)
     return TensorArrayGradV3Output(grad_handle, _lookup(grad_handle).backend.flow(0.0))
 
 
 def TensorArrayGradWithShape(handle, flow_in, shape_to_prepend, source, name=None):
     """As TensorArrayGradV3, the gradient element shape prefixed by ``shape_to_prepend``."""
-    source = _attr_string(source, "source")
-    shape_to_prepend = host_ints(shape_to_prepend, "shape_to_prepend")
+    source = _attr_string(source, "source", handle)
+    shape_to_prepend = host_ints(shape_to_prepend, "shape_to_prepend", owner=handle)
     grad_handle = registry.grad(handle, source, shape_to_prepend)
     return TensorArrayGradWithShapeOutput(grad_handle, _lookup(grad_handle).backend.flow(0.0))
 
 
-def _attr_string(value, what):
+def _attr_string(value, what, owner=None):
     if isinstance(value, bytes):
         value = value.decode("utf-8", "replace")
     if not isinstance(value, str):
-        raise InvalidArgumentError(f"{what} must be a string, got {type(value).__name__}: {value!r:.80}")
+        raise InvalidArgumentError(f"{what} must be a string, got {type(value).__name__}: {shown(value)}"
+                                   f"{about(owner)}")
     return value
+
+
+def _attr_bool(value, what):
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidArgumentError(f"Expected bool for argument '{what}' not {shown(value)}.")

@@ -11,7 +11,7 @@ import itertools
 import threading
 import weakref
 
-from .errors import InvalidArgumentError, NotFoundError
+from .errors import InvalidArgumentError, NotFoundError, about, shown
 from .host import element_count, shape_text
 from .shapes import is_fully_defined
 from .storage import ArrayStorage
@@ -67,11 +67,11 @@ class Registry:
             array = self._by_name.get(handle)
             if array is None:
                 raise NotFoundError(f"Resource __per_step_0/_tensor_arrays{handle} does not exist. "
-                                    f"(Could not find a TensorArray named {handle!r}.)")
+                                    f"(Could not find a TensorArray named {shown(handle)}.)")
             return array
         raise InvalidArgumentError(
             f"Trying to access a handle's resource using the wrong type. Expected a TensorArray handle "
-            f"(from TensorArrayV3 or TensorArrayGradV3), got {type(handle).__name__}: {handle!r:.80}")
+            f"(from TensorArrayV3 or TensorArrayGradV3), got {type(handle).__name__}: {shown(handle)}")
 
     def grad(self, handle, source, shape_to_prepend=None):
         """TensorArrayGradV3 / TensorArrayGradWithShape steps 1-9; ``shape_to_prepend``
@@ -84,7 +84,7 @@ class Registry:
         with forward.lock:
             if forward.closed:                                                 # 5
                 raise forward._closed_error()
-            prepend = () if shape_to_prepend is None else _prepend_shape(shape_to_prepend)   # 8
+            prepend = () if shape_to_prepend is None else _prepend_shape(shape_to_prepend, forward)   # 8
             existing = forward.grads.get(source)                               # 9: returned as is
             if existing is None:
                 element_shape = forward.element_shape
@@ -119,12 +119,14 @@ class Registry:
                 "per_backend": per_backend}
 
 
-def _prepend_shape(shape):
+def _prepend_shape(shape, forward):
     if shape.ndim != 1:
-        raise InvalidArgumentError(f"shape must be a vector of {{int32,int64}}, got shape {shape_text(shape.shape)}")
+        raise InvalidArgumentError(f"shape must be a vector of {{int32,int64}}, got shape "
+                                   f"{shape_text(shape.shape)}{about(forward)}")
     for dim in shape.tolist():
         if dim < 0:
-            raise InvalidArgumentError(f"Dimension {dim} must be >= 0")
+            raise InvalidArgumentError(f"Dimension {dim} must be >= 0 (shape_to_prepend "
+                                       f"{shape_text(shape.tolist())}){about(forward)}")
     return tuple(shape.tolist())
 
 

@@ -6,12 +6,14 @@ or ``None`` (an unknown dimension). Concrete shapes are tuples of ints.
 
 import operator
 
-from .errors import InvalidArgumentError
+import numpy as np
+
+from .errors import InvalidArgumentError, about, shown
 
 __all__ = ["as_partial_shape", "format_shape", "is_fully_defined", "is_compatible", "merge"]
 
 
-def as_partial_shape(spec, what="element_shape"):
+def as_partial_shape(spec, what="element_shape", owner=None):
     """Normalise a user's shape: None, a sequence of ints/None, or an object
     with ``as_list()`` (a TensorShape). -1 is not an unknown dimension here:
     like TensorFlow's Python API we reject negative dimensions."""
@@ -24,18 +26,24 @@ def as_partial_shape(spec, what="element_shape"):
             return None
         spec = spec.as_list()
     if isinstance(spec, (str, bytes)) or not hasattr(spec, "__iter__"):
-        raise InvalidArgumentError(f"{what} must be None or a sequence of dimensions, got {spec!r}")
+        raise InvalidArgumentError(f"{what} must be None or a sequence of dimensions, got {shown(spec)}{about(owner)}")
+    try:
+        entries = list(spec)
+    except Exception as error:
+        raise InvalidArgumentError(f"{what} {shown(spec)} is not a sequence of dimensions: {error}{about(owner)}") from None
     dims = []
-    for dim in spec:
+    for dim in entries:
         if dim is None:
             dims.append(None)
             continue
         try:
+            if isinstance(dim, (bool, np.bool_)):
+                raise TypeError("a bool is not a dimension")
             dim = operator.index(dim)
-        except TypeError:
-            raise InvalidArgumentError(f"{what} {spec!r}: dimension {dim!r} is not an integer or None") from None
+        except Exception:
+            raise InvalidArgumentError(f"{what} {shown(spec)}: dimension {shown(dim)} is not an integer or None{about(owner)}") from None
         if dim < 0:
-            raise InvalidArgumentError(f"{what} {spec!r}: Dimension {dim} must be >= 0")
+            raise InvalidArgumentError(f"{what} {shown(spec)}: Dimension {dim} must be >= 0{about(owner)}")
         dims.append(dim)
     return tuple(dims)
 

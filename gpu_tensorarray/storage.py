@@ -12,7 +12,7 @@ import threading
 
 from . import dtypes
 from .backends import get_accumulation
-from .errors import InvalidArgumentError, UnimplementedError
+from .errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about
 from .host import count_distinct, element_count, flag_view, has_duplicates, index_vector
 from .layouts import RaggedLayout, UniformLayout
 from .shapes import format_shape, is_compatible, is_fully_defined, merge
@@ -50,11 +50,14 @@ class ArrayStorage:
         self.aggregate = is_grad                    # multiple_writes_aggregate
         self.marked_size = marked_size              # set by Split; Concat of a grad array uses it
         self.closed = False
-        self.flags = bytearray(size)
+        try:
+            self.flags = bytearray(size)
+        except MemoryError:
+            raise ResourceExhaustedError(f"OOM when allocating the flags of TensorArray {name}: {size} slots") from None
         self.written_count = 0                      # slots with WRITTEN: with cleared_count, makes
         self.cleared_count = 0                      # "stack of a fully written array" an O(1) check
         self._unmarked_reads = 0                    # slots [0, n) read by a stack, flags not yet set
-        self.layout = UniformLayout(backend, dtype)
+        self.layout = UniformLayout(backend, dtype, owner=name)
         self._native_type = backend.array_type
         self.grads = {}                             # source -> grad handle (registry.py)
         self.lock = threading.Lock()
@@ -112,8 +115,15 @@ class ArrayStorage:
                 raise self._error(f"tensor_array::AddToTensor type not supported: {dtypes.tf_name(self.dtype)}",
                                   named=False)
 
+    def _converted(self, value):
+        """A caller's value as a backend array; a conversion error names this array."""
+        try:
+            return self.backend.asarray(value)
+        except InvalidArgumentError as error:
+            raise type(error)(error.message + about(self)) from None
+
     def _value(self, value):
-        value = self.backend.asarray(value)
+        value = self._converted(value)
         self._check_value_dtype(value)
         return value
 
@@ -121,7 +131,7 @@ class ArrayStorage:
     def write(self, index, value):
         """Steps 3-11 (the index is a host int). Growth happens only if the write succeeds."""
         if type(value) is not self._native_type:
-            value = self.backend.asarray(value)
+            value = self._converted(value)
         if value.dtype is not self.dtype:                                     # 3
             self._check_value_dtype(value)
         shape = value.shape
@@ -184,7 +194,10 @@ class ArrayStorage:
         return self.layout
 
     def _resize(self, size):
-        self.flags.extend(bytes(size - self.size))
+        try:
+            self.flags.extend(bytes(size - self.size))
+        except MemoryError:
+            raise ResourceExhaustedError(f"OOM when growing TensorArray {self.name} to {size} slots") from None
         self.size = size
 
     # -- TensorArrayReadV3 ---------------------------------------------------------------------
@@ -319,6 +332,14 @@ class ArrayStorage:
             after[index] = flags | READ | (CLEARED if self.clear_after_read else 0)
         return shapes, soft, new_size, grow_shape
 
+    def _check_growth(self, indices, element_shape):
+        """A gradient array's reads past its end grow it: refuse at once when the
+        grown slab could not be allocated, before checking slot by slot."""
+        last = (indices.stop - 1) if type(indices) is range else int(indices.max())
+        if self.is_grad and last >= self.size and is_fully_defined(element_shape):
+            self.backend.check_allocation((last + 1) * (element_count(element_shape) * self.dtype.itemsize + 1),
+                                          f"TensorArray {self.name} grown to {last + 1} slots")
+
     def _commit_reads(self, indices, soft, new_size, grow_shape):
         self._make_soft(soft, new_size, grow_shape)
         if self.layout.kind == "uniform":
@@ -390,7 +411,10 @@ class ArrayStorage:
                 shapes, soft, new_size, grow_shape = None, {}, self.size, None
                 first_shape = self.layout.row_shape
             else:
-                shapes, soft, new_size, grow_shape = self._plan_reads(_as_list(indices), merged)
+                self._check_growth(indices, merged)
+                # A range stays lazy: a bad index fails before a huge range is listed.
+                shapes, soft, new_size, grow_shape = self._plan_reads(
+                    indices if type(indices) is range else indices.tolist(), merged)
                 first_shape = shapes[0]
             if not is_compatible(element_shape, first_shape):                 # 7
                 raise self._error(f"TensorArray was passed element_shape {format_shape(element_shape)} which "
@@ -581,7 +605,7 @@ class ArrayStorage:
         if lengths.ndim != 1:                                                 # 2
             raise self._error(f"Expected lengths to be a vector, received shape: {_shape(lengths.shape)}",
                               named=False)
-        value = self.backend.asarray(value)
+        value = self._converted(value)
         if value.ndim == 0:                                                   # 4
             raise self._error(f"Expected value to be at least a vector, but received shape: "
                               f"{_shape(value.shape)}", named=False)
@@ -625,7 +649,7 @@ class ArrayStorage:
         """Drop every slot's storage; closing twice is fine."""
         with self.lock:
             self.closed = True
-            self.layout = UniformLayout(self.backend, self.dtype)
+            self.layout = UniformLayout(self.backend, self.dtype, owner=self.name)
             self.flags = bytearray()
             self.written_count = self.cleared_count = self._unmarked_reads = 0
 
@@ -643,9 +667,9 @@ class ArrayStorage:
         del view
         if forward.layout.kind == "uniform":
             if forward.layout.row_shape is not None:
-                self.layout = UniformLayout(self.backend, self.dtype, prepend + forward.layout.row_shape)
+                self.layout = UniformLayout(self.backend, self.dtype, prepend + forward.layout.row_shape, self.name)
         else:
-            self.layout = RaggedLayout(self.backend, self.dtype)
+            self.layout = RaggedLayout(self.backend, self.dtype, self.name)
             for index in written.tolist():
                 self.layout.set_shape(index, prepend + forward.layout.slot_shape(index))
         flag_view(self.flags)[written] = WRITTEN

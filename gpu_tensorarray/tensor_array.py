@@ -42,7 +42,7 @@ class TensorArray:
             return
         if size is None:
             raise InvalidArgumentError("Size must be provided if handle is not provided")
-        self._dynamic_size = bool(dynamic_size)
+        self._dynamic_size = False if dynamic_size is None else dynamic_size
         self._handle, self._flow = raw_ops.TensorArrayV3(
             size, self._dtype, element_shape=element_shape, dynamic_size=self._dynamic_size,
             clear_after_read=True if clear_after_read is None else clear_after_read,
@@ -103,12 +103,7 @@ class TensorArray:
         # (a mismatch is then the op's dtype error).
         if hasattr(value, "dtype") or hasattr(value, "__dlpack__"):
             return value
-        try:
-            return np.asarray(value, dtype=self._dtype)
-        except (ValueError, TypeError, OverflowError) as error:
-            raise InvalidArgumentError(
-                f"TensorArray {self._handle.name}: cannot convert {type(value).__name__} to "
-                f"{dtypes.tf_name(self._dtype)}: {error}") from None
+        return dtypes.python_value_as(value, self._dtype, self._handle)
 
     # -- ops -------------------------------------------------------------------------------------
     def identity(self):

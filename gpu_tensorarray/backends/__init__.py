@@ -12,7 +12,7 @@ import importlib.util
 import os
 import threading
 
-from ..errors import InvalidArgumentError, UnavailableError
+from ..errors import InvalidArgumentError, UnavailableError, shown
 from .base import Backend
 
 __all__ = ["Backend", "get_backend", "device", "accumulation", "get_accumulation",
@@ -40,7 +40,7 @@ def _parse(spec):
     if isinstance(spec, Backend):
         return spec
     if not isinstance(spec, str):
-        raise InvalidArgumentError(f"device must be a string such as 'cpu' or 'cuda:0', got {spec!r}")
+        raise InvalidArgumentError(f"device must be a string such as 'cpu' or 'cuda:0', got {shown(spec)}")
     text = spec.strip().lower()
     if text in ("cpu", "numpy"):
         return "numpy", None
@@ -52,7 +52,7 @@ def _parse(spec):
         if text.startswith(prefix) and text[len(prefix):].isdigit():
             return "cupy", int(text[len(prefix):])
     raise InvalidArgumentError(
-        f"Unknown device or backend {spec!r}; known: 'cpu' (numpy), 'emulated', 'cuda', 'cuda:N' (cupy)")
+        f"Unknown device or backend {shown(spec)}; known: 'cpu' (numpy), 'emulated', 'cuda', 'cuda:N' (cupy)")
 
 
 def _load(name, index):
@@ -140,7 +140,7 @@ def accumulation(mode):
 
 def _checked_mode(mode):
     if mode not in ACCUMULATION_MODES:
-        raise InvalidArgumentError(f"Unknown accumulation mode {mode!r}; known: {', '.join(ACCUMULATION_MODES)}")
+        raise InvalidArgumentError(f"Unknown accumulation mode {shown(mode)}; known: {', '.join(ACCUMULATION_MODES)}")
     return mode
 
 

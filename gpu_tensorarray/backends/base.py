@@ -9,7 +9,7 @@ they never live on the device, so no primitive synchronises to read them.
 import numpy as np
 
 from .. import dtypes
-from ..errors import InvalidArgumentError, ResourceExhaustedError
+from ..errors import InvalidArgumentError, ResourceExhaustedError, shown
 
 __all__ = ["Backend"]
 
@@ -106,7 +106,7 @@ class Backend:
             return foreign
         try:
             host = np.asarray(value)
-        except (ValueError, TypeError, OverflowError) as error:
+        except Exception as error:      # whatever a caller's object raises, it is no value
             raise InvalidArgumentError(
                 f"Cannot convert a value of type {type(value).__name__} to a tensor: {error}") from None
         return self.from_host(host.astype(dtypes.python_value_dtype(host, value), copy=False))
@@ -121,8 +121,8 @@ class Backend:
         try:
             host = np.asarray(self.to_numpy(flow_in) if isinstance(flow_in, self.array_type) else flow_in,
                               dtype=_FLOAT32)
-        except (ValueError, TypeError) as error:
-            raise InvalidArgumentError(f"flow_in must be a float scalar, got {flow_in!r}: {error}") from None
+        except Exception as error:
+            raise InvalidArgumentError(f"flow_in must be a float scalar, got {shown(flow_in)}: {error}") from None
         if host.ndim != 0:
             raise InvalidArgumentError(f"flow_in must be a scalar, but had shape: {list(host.shape)}")
         return self.from_host(host.copy())

@@ -78,7 +78,7 @@ class CupyBackend(KernelRows, Backend):
         try:
             with self._device:
                 return allocate(shape, dtype)
-        except cupy.cuda.memory.OutOfMemoryError as error:
+        except (cupy.cuda.memory.OutOfMemoryError, MemoryError, ValueError) as error:
             raise ResourceExhaustedError(
                 f"OOM when allocating tensor of shape {list(shape)} on {self.device}: {error}") from None
 

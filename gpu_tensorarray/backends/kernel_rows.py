@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from .. import kernel_sources
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, shown
 from .grouping import group_by_destination
 from .launch import launch
 
@@ -59,7 +59,7 @@ class KernelRows:
 
     def add_rows(self, dst, indices, rows, mode):
         if mode not in _MODES:
-            raise InvalidArgumentError(f"Unknown accumulation mode {mode!r}; known: {', '.join(_MODES)}")
+            raise InvalidArgumentError(f"Unknown accumulation mode {shown(mode)}; known: {', '.join(_MODES)}")
         n_rows, row_size = len(indices), math.prod(dst.shape[1:])
         if n_rows * row_size == 0:
             return

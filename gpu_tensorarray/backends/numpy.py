@@ -21,13 +21,13 @@ class NumpyBackend(Backend):
     def empty(self, shape, dtype):
         try:
             return np.empty(shape, dtype)
-        except MemoryError as error:
+        except (MemoryError, ValueError) as error:      # ValueError: more bytes than an address space
             raise ResourceExhaustedError(f"OOM when allocating tensor of shape {list(shape)} on {self.device}: {error}") from None
 
     def zeros(self, shape, dtype):
         try:
             return np.zeros(shape, dtype)
-        except MemoryError as error:
+        except (MemoryError, ValueError) as error:      # ValueError: more bytes than an address space
             raise ResourceExhaustedError(f"OOM when allocating tensor of shape {list(shape)} on {self.device}: {error}") from None
 
     def from_host(self, host_array):
