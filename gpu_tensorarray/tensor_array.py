@@ -15,6 +15,8 @@ from .shapes import merge
 
 __all__ = ["TensorArray"]
 
+_new = object.__new__
+
 
 class TensorArray:
     """A list of tensors of one dtype, written once, read (by default) once, with
@@ -92,7 +94,7 @@ class TensorArray:
         return f"<gpu_tensorarray.TensorArray {self._handle.name!r} dtype={self._dtype.name}>"
 
     def _with_flow(self, flow):
-        result = object.__new__(TensorArray)
+        result = _new(TensorArray)
         result._handle, result._flow, result._dtype = self._handle, flow, self._dtype
         result._infer_shape, result._dynamic_size, result._known_size, result._shape_cell = \
             self._infer_shape, self._dynamic_size, self._known_size, self._shape_cell
@@ -122,9 +124,12 @@ class TensorArray:
         return raw_ops.TensorArrayReadV3(self._handle, index, self._flow, self._dtype)
 
     def write(self, index, value, name=None):
-        value = self._value(value)
+        if not hasattr(value, "dtype"):
+            value = self._value(value)
         result = self._with_flow(raw_ops.TensorArrayWriteV3(self._handle, index, value, self._flow))
-        self._infer(value.shape)
+        known = self._shape_cell[0]
+        if known is None or None in known:      # the common case skips this: a known shape
+            self._infer(value.shape)
         return result
 
     def stack(self, name=None):
