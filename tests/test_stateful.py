@@ -22,7 +22,6 @@ SLOW = settings(max_examples=3000, stateful_step_count=60, **_COMMON)
 
 
 def _library_machine(backend):
-    pytest.importorskip("gpu_tensorarray.raw_ops")
     return build_machine(lambda: Runner([ModelSide(ReferenceModel()), LibrarySide(backend)]), "LibraryVsModel")
 
 
