@@ -28,7 +28,7 @@ import numpy as np
 from . import benchmarks
 from .backends import get_accumulation, get_backend
 
-__all__ = ["run_bench", "TARGETS", "machine_description"]
+__all__ = ["run_bench", "machine_description"]
 
 # (rounds at least, seconds per row at most unless rounds are missing, warm-up runs, round length)
 PROFILES = {

@@ -89,8 +89,6 @@ class UniformLayout:
         """Rows [0, count) joined along their first axis, as a view."""
         return self.view[:count].reshape((count * self.row_shape[0],) + self.row_shape[1:])
 
-    def stored_slots(self):
-        return None
 
 
 class RaggedLayout:
@@ -150,10 +148,6 @@ class RaggedLayout:
         self.offsets[index] = start
         self.shapes[index] = tuple(value.shape)
 
-    def store_rows(self, indices, rows):
-        for index, row in zip(indices.tolist(), rows):
-            self.store(index, row)
-
     def add_rows(self, indices, rows, mode):
         # Sequential adds in arrival order: the deterministic result in both modes.
         for index, row in zip(indices.tolist(), rows):
@@ -192,6 +186,3 @@ class RaggedLayout:
             position += element_count(shape)
         rows = sum(shape[0] for shape in shapes)
         return self.backend.readonly(self.flat[start:position].reshape((rows,) + rest))
-
-    def stored_slots(self):
-        return self.offsets

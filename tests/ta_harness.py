@@ -23,7 +23,6 @@ import collections
 import re
 
 import numpy as np
-import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
