@@ -460,8 +460,7 @@ class ArrayStorage:
                 raise self._error(
                     "Concat of a gradient TensorArray whose forward array had no Split before the gradient "
                     "array was created: its marked size is -1, so the number of elements is unknown.")
-            indices = list(range(count))
-            shapes, soft, new_size, grow_shape = self._plan_reads(indices, self.element_shape)   # 7
+            shapes, soft, new_size, grow_shape = self._plan_reads(range(count), self.element_shape)   # 7
             first = shapes[0]
             for index, shape in enumerate(shapes):                            # 8
                 if len(shape) == 0:
@@ -504,11 +503,11 @@ class ArrayStorage:
             after[index] = (flags | _STORED, shape)
         return element_shape
 
-    def _writable_fast(self, indices, shape):
+    def _writable_fast(self, indices, shape, high):
         """The element shape after writing rows of ``shape`` (which the slab accepts) to
-        ``indices``, or _UNSURE when some slot may fail: then the slot-by-slot plan
-        finds the first failure, and its message."""
-        low, high = indices.min(), indices.max()
+        ``indices`` (largest: ``high``), or _UNSURE when some slot may fail: then the
+        slot-by-slot plan finds the first failure, and its message."""
+        low = indices.min()
         if low < 0 or (not self.dynamic_size and high >= self.size):
             return _UNSURE
         element_shape = self._checked_element_shape(int(indices[0]), shape, self.element_shape)
@@ -523,9 +522,10 @@ class ArrayStorage:
             return _UNSURE
         return element_shape
 
-    def _write_rows(self, indices, rows):
+    def _write_rows(self, indices, rows, max_index):
         """Write ``rows[k]`` to slot ``indices[k]`` for every k, in order. ``rows`` is
-        an array (same-shaped rows) or a list of arrays (a split of unequal lengths)."""
+        an array (same-shaped rows) or a list of arrays (a split of unequal lengths);
+        ``max_index`` is the largest index, which the caller already knows."""
         if len(indices) == 0:
             return
         same_shape = not isinstance(rows, list)
@@ -535,11 +535,11 @@ class ArrayStorage:
         vectorised = same_shape and self.layout.kind == "uniform" and self.layout.accepts(row_shape)
         element_shape = _UNSURE
         if vectorised and len(indices) > _FAST_BATCH:
-            element_shape = self._writable_fast(indices, row_shape)
+            element_shape = self._writable_fast(indices, row_shape, max_index)
         if element_shape is _UNSURE:
             shapes = [row_shape] * len(indices) if same_shape else [row.shape for row in rows]
             element_shape = self._plan_writes(indices.tolist(), shapes)
-        new_size = max(self.size, int(indices.max()) + 1)
+        new_size = max(self.size, max_index + 1)
         if vectorised:
             self.layout.reserve(new_size, row_shape, exact=not self.dynamic_size)
         if new_size > self.size:
@@ -597,7 +597,7 @@ class ArrayStorage:
             size = max(self.size, max_index + 1) if self.dynamic_size else self.size
             if max_index >= size:
                 raise self._error(f"Max scatter index must be < array size ({max_index} vs. {size})", named=False)
-            self._write_rows(indices, value)                                  # 10
+            self._write_rows(indices, value, max_index)                       # 10
 
     # -- TensorArraySplitV3 --------------------------------------------------------------------
     def split(self, value, lengths):
@@ -634,7 +634,7 @@ class ArrayStorage:
             else:
                 bounds = [0] + lengths.cumsum().tolist()
                 pieces = [value[bounds[i]:bounds[i + 1]] for i in range(count)]
-            self._write_rows(index_vector(range(count)), pieces)             # 12
+            self._write_rows(index_vector(range(count)), pieces, count - 1)  # 12
             if not self.is_grad:                                              # 11
                 self.marked_size = count
 
