@@ -12,7 +12,7 @@ from .backends.arrays import is_cupy_array
 from .errors import InvalidArgumentError, about, described, shown
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "index_vector", "spans", "flag_view",
-           "flags_at", "count_distinct", "has_duplicates", "repeats", "first_true", "element_count",
+           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats", "first_true", "element_count",
            "checked_int64_sum", "INT32_MAX", "INT64_MAX"]
 
 INT32_MAX = 2**31 - 1
@@ -120,6 +120,19 @@ def shape_text(shape):
 def flag_view(flags):
     """A NumPy uint8 view of a bytearray of slot flags (valid until the bytearray resizes)."""
     return np.frombuffer(flags, np.uint8)
+
+
+def is_index_vector(value):
+    """Whether ``value`` is a host integer vector as NumPy holds it (int64 or int32)."""
+    return type(value) is np.ndarray and value.dtype.kind == "i" and value.ndim == 1
+
+
+def flags_all_equal(flags, indices, value):
+    """Whether every index of the host vector ``indices`` names a slot of ``flags`` (in
+    [0, len(flags))) whose flag is ``value``."""
+    view = flag_view(flags)
+    return bool(len(indices)) and int(indices.min()) >= 0 and int(indices.max()) < len(view) \
+        and bool((view[indices] == value).all())
 
 
 def flags_at(flags, size, indices):

@@ -145,10 +145,12 @@ class Layout:
         """Every slot in ``indices`` becomes the scalar ``value`` broadcast (``takes_rows``)."""
         raise NotImplementedError
 
-    def prepare_add_rows(self, indices, rows, size):
+    def prepare_add_rows(self, indices, rows, size, guard=None):
         """-> ``add()``: ``rows[k]`` added to slot ``indices[k]`` (< ``size``) in order
         (duplicates allowed), each slot holding a value of the row's shape when ``add``
-        runs. The order of the sums is the active accumulation mode's (backends/accumulation.py)."""
+        runs. The order of the sums is the active accumulation mode's (backends/accumulation.py).
+        ``guard`` (flags, value), only where ``common_shape`` is known: ``add`` adds only if
+        every slot's flag is ``value``, and answers whether it did (Backend.prepare_add_rows)."""
         raise NotImplementedError
 
     def materialize(self, slots):
@@ -255,8 +257,8 @@ class UniformLayout(Layout):
     def fill(self, indices, value):
         self.slab[indices] = value
 
-    def prepare_add_rows(self, indices, rows, size):
-        add = self.backend.prepare_add_rows(indices, rows, max(size, self.capacity), self.dtype)
+    def prepare_add_rows(self, indices, rows, size, guard=None):
+        add = self.backend.prepare_add_rows(indices, rows, max(size, self.capacity), self.dtype, guard=guard)
         return lambda: add(self.slab)
 
     def materialize(self, slots):
@@ -363,7 +365,7 @@ class RaggedLayout(_PerSlotLayout):
         self.offsets[index] = start
         self.shapes[index] = tuple(value.shape)
 
-    def prepare_add_rows(self, indices, rows, size):
+    def prepare_add_rows(self, indices, rows, size, guard=None):
         # Each row through the backend's scatter-add, as the one row of a one-row view
         # of its slot (never ``view += row``: CuPy's element-wise add may flush subnormals).
         slots, first = indices.tolist(), index_vector([0])
@@ -461,7 +463,7 @@ class StringLayout(_PerSlotLayout):
                 self.store(index, row)
         return store
 
-    def prepare_add_rows(self, indices, rows, size):
+    def prepare_add_rows(self, indices, rows, size, guard=None):
         # Storage adds only empty values to strings (its checks refuse others first):
         # adding nothing leaves the slot as it is.
         return lambda: None

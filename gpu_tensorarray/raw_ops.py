@@ -14,7 +14,8 @@ import numpy as np
 from . import dtypes
 from .backends import get_backend
 from .errors import InvalidArgumentError, NotFoundError, about, shown
-from .host import INT32_MAX, checked_int64_sum, host_indices, host_ints, host_ints_bounded, scalar_int
+from .host import (INT32_MAX, checked_int64_sum, host_indices, host_ints, host_ints_bounded, is_index_vector,
+                   scalar_int)
 from .registry import Handle, registry
 from .shapes import as_partial_shape
 
@@ -136,10 +137,16 @@ def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, nam
 
 def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
     """Write ``value[k]`` at ``indices[k]`` for every k, in order -> flow_out."""
-    indices, bounds = host_ints_bounded(indices, "indices", owner=handle)
-    array = _lookup(handle)
-    flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
-    array.scatter(indices, value, bounds)
+    array = handle.array if type(handle) is Handle else None
+    if array is not None and is_index_vector(indices) and array.backend.is_flow(flow_in) \
+            and array.try_add(indices, value):
+        # A gradient array's aggregating scatter in its common case: done, every check passing.
+        flow_out = flow_in
+    else:
+        indices, bounds = host_ints_bounded(indices, "indices", owner=handle)
+        array = _lookup(handle)
+        flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
+        array.scatter(indices, value, bounds)
     if _record is not None:
         _record("TensorArrayScatterV3", (handle, indices, value, flow_in), (flow_out,), array.dtype)
     return flow_out

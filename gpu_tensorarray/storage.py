@@ -83,6 +83,7 @@ class ArrayStorage:
         self._layout = new_layout(backend, dtype, owner=name)
         self._native_type = self._layout.native_type
         self._fills_zeros = dtypes.fills_zeros(dtype)     # strings have no zeros (TensorSetZero)
+        self._aggregatable = dtype in dtypes.AGGREGATABLE
         # source -> gradient array handle. The registry makes handles (make_gradient's
         # ``register``); the forward array keeps its gradient arrays alive, as TF's
         # per-step container does, and names them to whoever asks (``grads``).
@@ -164,7 +165,7 @@ class ArrayStorage:
                 raise messages.already_written(self, index)
             if slot_shape != shape:
                 raise messages.aggregate_shape(self, index, slot_shape, shape)
-            if flags & VALUE and self.dtype not in dtypes.AGGREGATABLE and element_count(shape):
+            if flags & VALUE and not self._aggregatable and element_count(shape):
                 raise messages.not_aggregatable(self)
 
     def _converted(self, value):
@@ -627,7 +628,7 @@ class ArrayStorage:
         if self._aggregate:    # (slot shapes match: the slab accepts ``shape``)
             if not self._unread and (flags & READ).any():
                 return _UNSURE, None
-            if self.dtype not in dtypes.AGGREGATABLE and ((flags & VALUE).any() or has_duplicates(indices)):
+            if not self._aggregatable and ((flags & VALUE).any() or has_duplicates(indices)):
                 return _UNSURE, None
         elif flags.any() or has_duplicates(indices):
             return _UNSURE, None
@@ -685,7 +686,7 @@ class ArrayStorage:
             written = 0
             if valueless.any():                    # (a slot without WRITTEN has no VALUE either)
                 written, filled = self._new_values(indices[valueless], targets[valueless])
-            if self.dtype not in dtypes.AGGREGATABLE:
+            if not self._aggregatable:
                 store = self._layout.prepare_store_rows(indices, rows)    # first writes to distinct slots only
             else:
                 # TF stores a slot's first arrival and adds later ones. Slots without a value
@@ -774,28 +775,51 @@ class ArrayStorage:
             if max_index >= size:
                 raise messages.scatter_bounds(self, max_index, size)
             if self._aggregate and self._unread and min_index >= 0 and max_index < self._size \
-                    and self._adds_in_place(value) and (
-                    (self._written_count == size and not self._soft_count) or
-                    flag_view(self._flags)[indices].min() == _STORED):
-                # Every slot written holds a value, none was read: each row adds to its slot
-                # (10). No per-slot check: O(1) when every slot holds a value, else one flag
-                # gather (unread slots have no READ or CLEARED flag: _STORED is the largest).
-                element_shape = self._checked_element_shape(int(indices[0]), value.shape[1:], self._element_shape)
-                try:
-                    add = self._layout.prepare_add_rows(indices, value, self._size)
-                except ResourceExhaustedError as error:
-                    raise messages.out_of_memory(self, error) from None
-                add()                       # allocates nothing: cannot fail half way
-                self._set_element_shape(element_shape)
+                    and self._add_valued(indices, value, self._written_count != size or self._soft_count):
                 return
             self._write_rows(indices, value, min_index, max_index)            # 10
         finally:
             self._lock.release()
 
-    def _adds_in_place(self, value):
-        """Whether rows ``value`` add to slots holding values in one vector scatter-add
-        (a layout whose slots share one shape only has one when it takes batches of rows)."""
-        return self._layout.common_shape == value.shape[1:] and self.dtype in dtypes.AGGREGATABLE
+    def _add_valued(self, indices, value, check_flags):
+        """Scatter's step 10 where every slot in ``indices`` (within size) holds a value and
+        none was read: each row adds to its slot, and no other check can fail. ``check_flags``:
+        whether that is still to be checked (else it is known: every slot holds one, O(1)); the
+        add then checks each slot's flag as it reads the indices (unread slots have no READ or
+        CLEARED flag). -> whether the rows were added; if not, nothing changed. Under the lock."""
+        row_shape = value.shape[1:]
+        if row_shape != self._layout.common_shape or not self._aggregatable or self._written_count == self._soft_count \
+                or (row_shape != self._accepted_shape and not is_compatible(self._element_shape, row_shape)):
+            return False        # a layout whose slots share one shape adds batches of rows; no slot has a value
+        try:
+            # A guard is checked before anything is allocated: running out of memory here
+            # is the op's error, every check having passed.
+            guard = (self._flags, _STORED) if check_flags else None
+            add = self._layout.prepare_add_rows(indices, value, self._size, guard)
+        except ResourceExhaustedError as error:
+            raise messages.out_of_memory(self, error) from None
+        if add() is False:      # allocates nothing: cannot fail half way
+            return False
+        if row_shape != self._accepted_shape:
+            self._set_element_shape(self._checked_element_shape(int(indices[0]), row_shape, self._element_shape))
+            self._accepted_shape = row_shape
+        return True
+
+    def try_add(self, indices, value):
+        """TensorArrayScatterV3 into a gradient array in its common case, without the
+        argument checks: ``indices`` a host integer vector (host.is_index_vector), ``value``
+        rows of the array's own type, dtype and element shape, every slot in ``indices``
+        within size and holding a value, none ever read. Then the rows add (scatter's step
+        10) and the answer is True. Otherwise nothing changes and the answer is False: the
+        caller runs the checked op (``scatter``), whose checks all pass whenever this adds."""
+        if not self._aggregate or type(value) is not self._native_type or value.dtype is not self.dtype \
+                or not value.ndim or len(value) != len(indices) or not len(indices):
+            return False
+        self._lock.acquire()
+        try:
+            return not self._attention and self._unread and self._add_valued(indices, value, True)
+        finally:
+            self._lock.release()
 
     # -- TensorArraySplitV3 --------------------------------------------------------------------
     def split(self, value, lengths):

@@ -19,8 +19,9 @@ except ImportError:         # not on Windows
 
 from .. import conversion
 from ..errors import OpError, ResourceExhaustedError, allocation_over_limit
+from ..host import flags_all_equal
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "guarded"]
 
 _FLOAT32 = np.dtype("float32")
 
@@ -135,13 +136,18 @@ class Backend:
         """-> ``put(dst)``: ``dst[indices[k]] = rows[k]``; the indices are distinct (scatter)."""
         raise self._missing("prepare_put_rows")
 
-    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None):
+    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None, guard=None):
         """-> ``add(dst)``: ``dst[indices[k]] += rows[k]`` for k in order, duplicates allowed
         (scatter-add), ``dst`` having ``n_destinations`` rows of ``dtype``.
 
         ``mode`` is "deterministic" (each destination sums its rows in arrival order:
         bitwise equal to a sequential loop and to np.add.at) or "atomic" (any order);
-        None: the active mode (accumulation.py)."""
+        None: the active mode (accumulation.py). ``guard``: None, or (flags, value) with
+        host flag bytes per destination: ``add`` then adds only if the flag of every
+        destination in ``indices`` is ``value``, and answers whether it did (storage's
+        "every target slot holds a value", checked where the add reads the indices anyway).
+        Indices outside the flags are refused too; the guard is checked before anything
+        is allocated, so a refused add allocates nothing."""
         raise self._missing("prepare_add_rows")
 
     def prepare_concatenate(self, shapes, dtype):
@@ -174,11 +180,36 @@ class Backend:
             return flow_in                      # the common case, without a call
         return conversion.to_flow(self, flow_in)
 
+    def is_flow(self, value):
+        """Whether ``value`` is a flow as ``flow`` makes them (``flow(value)`` is ``value``)."""
+        return type(value) is self.array_type and value.dtype is _FLOAT32 and not value.shape
+
     def check_allocation(self, nbytes, what):
         """ResourceExhaustedError before allocating more than ``memory_limit()``."""
         limit = self.memory_limit()
         if nbytes > limit:
             raise allocation_over_limit(what, nbytes, limit, self.name, self.device)
+
+
+def guarded(guard, indices, prepare):
+    """``prepare()``, a backend's prepared add, under ``guard`` (Backend.prepare_add_rows),
+    checked on the host before anything is prepared (so indices outside the flags never
+    reach the preparation): a refusal prepares nothing and its add answers False; an add
+    that passed answers True."""
+    if guard is None:
+        return prepare()
+    if not flags_all_equal(guard[0], indices, guard[1]):
+        return _refused
+    add = prepare()
+
+    def add_and_answer(dst):
+        add(dst)
+        return True
+    return add_and_answer
+
+
+def _refused(dst):
+    return False
 
 
 def host_memory_limit():

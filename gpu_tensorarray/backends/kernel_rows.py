@@ -12,6 +12,7 @@ import numpy as np
 from . import kernel_sources
 from ..errors import InternalError
 from .accumulation import checked_mode, get_accumulation
+from .base import guarded
 from .grouping import group_by_destination
 from .launch import launch
 
@@ -67,7 +68,10 @@ class KernelRows:
                        np.int64(n_rows), np.int64(row_size))
         return put
 
-    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None):
+    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None, guard=None):
+        return guarded(guard, indices, lambda: self._prepare_add_rows(indices, rows, n_destinations, dtype, mode))
+
+    def _prepare_add_rows(self, indices, rows, n_destinations, dtype, mode):
         mode = get_accumulation() if mode is None else checked_mode(mode)
         n_rows, row_size = len(indices), math.prod(rows.shape[1:])
         if n_rows * row_size == 0:

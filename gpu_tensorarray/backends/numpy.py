@@ -101,9 +101,9 @@ class NumpyBackend(Backend):
             dst[indices] = rows         # NumPy broadcasts a view's rows without copying them
         return put
 
-    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None):
+    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None, guard=None):
         # Both modes get the sequential sum: "atomic" allows any order, this is one.
-        return prepare_add_rows_sequential(self, indices, rows, n_destinations, dtype)
+        return prepare_add_rows_sequential(self, indices, rows, n_destinations, dtype, guard)
 
     def prepare_concatenate(self, shapes, dtype):
         out = self.empty((sum(shape[0] for shape in shapes),) + tuple(shapes[0][1:]), dtype)

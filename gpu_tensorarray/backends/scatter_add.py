@@ -1,9 +1,9 @@
 """Scatter-add on the host, bitwise equal to np.add.at and several times faster.
 
-The numpy backend's add_rows. Rows of several elements go to the compiled loop
-(cpu_kernels.py: kernels/cpu_add_rows.cpp) where it is available; otherwise, and
-for rows of one element (np.add.at's own 1-D loop is as fast), NumPy does it:
-like the add_rows_deterministic kernel it sums each destination's rows in arrival
+The numpy backend's add_rows. The compiled loop (cpu_kernels.py:
+kernels/cpu_add_rows.cpp) takes every add where it is available; otherwise NumPy
+does it: rows of one element by np.add.at's own 1-D loop, wider rows like the
+add_rows_deterministic kernel, each destination summing its rows in arrival
 order, grouped by grouping.group_by_destination.
 """
 
@@ -12,7 +12,8 @@ import math
 import numpy as np
 
 from .. import dtypes
-from .cpu_kernels import add_rows_function
+from .base import guarded
+from .cpu_kernels import ADDED, OVERLAP, REFUSED, add_rows_function
 from .grouping import group_by_destination
 
 __all__ = ["prepare_add_rows_sequential"]
@@ -24,11 +25,11 @@ _ADD_AT_BUDGET = 4000
 _CHUNK_BYTES = 1 << 18
 
 
-def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype):
+def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype, guard=None):
     """-> ``add(dst)``: ``np.add.at(dst, indices, rows)``, bitwise, several times faster.
     Every temporary of more than a chunk is allocated here, through ``backend.allocate``
     (the plan, a contiguous copy of ``rows``, the sums), so ``add`` cannot run out of memory
-    half way.
+    half way. ``guard``: see Backend.prepare_add_rows.
 
     np.add.at adds one source row per step of a C loop with a large per-row cost.
     Instead the source rows are grouped by destination in arrival order (one
@@ -43,7 +44,15 @@ def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype):
     - the number of rounds minimises rounds + long groups, i.e. numpy calls.
     Rows of one element take np.add.at's own 1-D loop, which is sequential and fast.
     Floating-point overflow warns, as np.add.at does (the compiled loop does not warn).
-    Rows of several elements take the compiled loop first, where there is one."""
+    Every add takes the compiled loop first, where there is one."""
+    n_rows, row_size = len(indices), math.prod(rows.shape[1:])
+    compiled = add_rows_function(np.dtype(dtype)) if n_rows and row_size else None
+    if compiled is not None:
+        return _prepare_compiled(backend, compiled, indices, rows, dtype, guard)
+    return guarded(guard, indices, lambda: _prepare_numpy(backend, indices, rows, n_destinations, dtype))
+
+
+def _prepare_numpy(backend, indices, rows, n_destinations, dtype):
     n_rows, row_size = len(indices), math.prod(rows.shape[1:])
     if n_rows == 0 or row_size == 0:
         return _nothing
@@ -57,9 +66,6 @@ def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype):
             column = dst.reshape(len(dst)) if dst.flags.c_contiguous else dst[(slice(None),) + (0,) * (dst.ndim - 1)]
             np.add.at(column, indices, rows.reshape(n_rows))
         return add
-    compiled = add_rows_function(np.dtype(dtype))
-    if compiled is not None:
-        return _prepare_compiled(backend, compiled, indices, rows, dtype)
     if rows.dtype != dtype or n_rows * (row_size + 6) < _ADD_AT_BUDGET:
         return lambda dst: np.add.at(dst, indices, rows)
     index_bytes = 8 * (6 * n_rows + 4 * n_destinations)     # the sorts, counts and groupings
@@ -89,20 +95,33 @@ def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype):
     return add
 
 
-def _prepare_compiled(backend, compiled, indices, rows, dtype):
+def _prepare_compiled(backend, compiled, indices, rows, dtype, guard):
     """-> ``add(dst)`` by the compiled loop, which then allocates nothing: the rows it
-    reads are made contiguous (and private, so no write to ``dst`` can change them: a
-    view may be of the array's own storage) and the indices int64 here, through the door."""
-    if rows.base is not None or rows.dtype != dtype or not rows.flags.c_contiguous:
-        rows = backend.allocate(lambda: np.array(rows, dtype, order="C"), rows.size * np.dtype(dtype).itemsize,
-                                f"a contiguous copy of a value of shape {list(rows.shape)}")
-    if indices.dtype != np.int64 or not indices.flags.c_contiguous:
-        indices = backend.allocate(lambda: np.ascontiguousarray(indices, np.int64), 8 * len(indices),
-                                   "scatter-add indices", host=True)
+    reads are made contiguous and private (a view may be of the array's own storage,
+    and np.add.at reads rows as they were) and the indices int64 here, through the door.
+    A guard is checked in the loop's first pass, or, when something must be allocated
+    first, on the host before that: a refused add allocates nothing."""
+    copy_rows = rows.base is not None or rows.dtype != dtype or not rows.flags.c_contiguous
+    if copy_rows or indices.dtype != np.int64 or not indices.flags.c_contiguous:
+        if guard is not None:
+            return guarded(guard, indices, lambda: _prepare_compiled(backend, compiled, indices, rows, dtype, None))
+        if copy_rows:
+            rows = backend.allocate(lambda: np.array(rows, dtype, order="C"), rows.size * np.dtype(dtype).itemsize,
+                                    f"a contiguous copy of a value of shape {list(rows.shape)}")
+        if indices.dtype != np.int64 or not indices.flags.c_contiguous:
+            indices = backend.allocate(lambda: np.ascontiguousarray(indices, np.int64), 8 * len(indices),
+                                       "scatter-add indices", host=True)
+    checks = () if guard is None else guard
 
     def add(dst):
-        if not compiled(dst, indices, rows):
-            np.add.at(dst, indices, rows)       # an array the loop cannot take (never storage's own)
+        status = compiled(dst, indices, rows, *checks) if dst.dtype == dtype and dst.flags.c_contiguous else OVERLAP
+        if status == ADDED:
+            return True
+        if status == REFUSED and guard is not None:
+            return False
+        # An index outside dst (IndexError, as np.add.at), or a dst the loop cannot take
+        # (never storage's own: its rows are private, its slab contiguous).
+        return guarded(guard, indices, lambda: lambda target: np.add.at(target, indices, rows))(dst) is not False
     return add
 
 

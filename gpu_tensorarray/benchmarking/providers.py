@@ -78,6 +78,7 @@ Provider = namedtuple("Provider", "name role phase load what")
 PROVIDERS = {p.name: p for p in (
     Provider("ours", "ours", 0, _ours, "raw_ops: the op users see"),
     Provider("ours.class", "ours", 0, _ours, "the TensorArray class"),
+    Provider("ours.first", "ours", 0, _ours, "raw_ops: the op's first call after a fresh setup (cold)"),
     Provider("ours.add_rows", "reference", 0, _ours, "the backend's scatter-add primitive under the op"),
     Provider("ours.size", "reference", 0, _ours, "TensorArraySizeV3 in the same position as the op"),
     Provider("numpy", "peer", 0, _array_module, "NumPy (CuPy on the cupy backend)"),

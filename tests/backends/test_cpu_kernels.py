@@ -22,6 +22,9 @@ def compiled():
     return cpu_kernels.add_rows_function
 
 
+ADDED, REFUSED, OVERLAP = cpu_kernels.ADDED, cpu_kernels.REFUSED, cpu_kernels.OVERLAP
+
+
 @pytest.fixture
 def no_compiler(monkeypatch):
     """As on a machine without g++: the compiler lookup finds nothing."""
@@ -53,7 +56,19 @@ def _reference(start, indices, rows):
 def test_compiled_add_is_bitwise_np_add_at(compiled, dtype, width, count, distribution):
     indices, start, rows = _inputs(dtype, 11, count, width, distribution, seed=width + count)
     dst = start.copy()
-    assert compiled(np.dtype(dtype))(dst, indices, rows) is True
+    assert compiled(np.dtype(dtype))(dst, indices, rows) == ADDED
+    assert_same(dst, _reference(start, indices, rows))
+
+
+@pytest.mark.parametrize("count", [1, 2, 7, 300])
+def test_a_column_sums_runs_of_one_index_in_order(compiled, count):
+    """Rows of one element keep a run of one index in a register: the same sums, bitwise,
+    for runs at the start, the end, alone and interleaved."""
+    rng = np.random.default_rng(count)
+    indices = np.repeat(rng.integers(0, 5, size=count), rng.integers(1, 4, size=count))
+    start, rows = sample(rng, "float32", (5, 1)), sample(rng, "float32", (len(indices), 1))
+    dst = start.copy()
+    assert compiled(np.dtype("float32"))(dst, indices, rows) == ADDED
     assert_same(dst, _reference(start, indices, rows))
 
 
@@ -66,33 +81,62 @@ def test_compiled_add_keeps_signed_zeros_subnormals_and_overflow(compiled, dtype
     indices = np.array([0, 0, 1, 1, 2, 2, 3, 3])
     start = np.full((4, 4), -0.0, dtype)
     dst = start.copy()
-    assert compiled(np.dtype(dtype))(dst, indices, rows)
+    assert compiled(np.dtype(dtype))(dst, indices, rows) == ADDED
     assert_same(dst, _reference(start, indices, rows))
 
 
 def test_compiled_add_refuses_an_index_out_of_range_and_changes_nothing(compiled):
     dst = np.ones((4, 3), np.float32)
     rows = np.ones((2, 3), np.float32)
-    assert compiled(np.dtype("float32"))(dst, np.array([1, 4]), rows) is False
-    assert compiled(np.dtype("float32"))(dst, np.array([1, -1]), rows) is False
+    assert compiled(np.dtype("float32"))(dst, np.array([1, 4]), rows) == REFUSED
+    assert compiled(np.dtype("float32"))(dst, np.array([1, -1]), rows) == REFUSED
     assert (dst == 1).all()
     with pytest.raises(IndexError):       # the backend then answers as np.add.at does
         get_backend("numpy").add_rows(dst, np.array([1, 4]), rows)
 
 
-def test_compiled_add_reads_rows_that_alias_the_destination_as_they_were(compiled):
+def test_compiled_add_refuses_a_slot_whose_flag_differs_and_changes_nothing(compiled):
+    dst, rows = np.ones((4, 3), np.float32), np.ones((3, 3), np.float32)
+    flags = bytearray([9, 9, 1, 9])
+    add = compiled(np.dtype("float32"))
+    assert add(dst, np.array([0, 3, 2]), rows, flags, 9) == REFUSED      # slot 2's flag is 1
+    assert add(dst, np.array([0, 3, 1]), rows, flags[:3], 9) == REFUSED  # slot 3 has no flag
+    assert (dst == 1).all()
+    assert add(dst, np.array([0, 3, 0]), rows, flags, 9) == ADDED
+    assert_same(dst[:, 0], np.array([3, 1, 1, 2], np.float32))
+
+
+def test_compiled_add_answers_overlap_for_rows_inside_the_destination(compiled):
+    dst = np.arange(12, dtype=np.float64).reshape(4, 3)
+    assert compiled(np.dtype("float64"))(dst, np.array([1, 2, 1]), dst[0:3]) == OVERLAP
+    assert_same(dst, np.arange(12, dtype=np.float64).reshape(4, 3))
+
+
+def test_compiled_add_rejects_buffers_that_do_not_match(compiled):
+    add = compiled(np.dtype("float32"))
+    dst = np.zeros((4, 3), np.float32)
+    with pytest.raises(ValueError):
+        add(dst, np.array([0, 1]), np.ones((2, 3), np.float64))            # another dtype
+    with pytest.raises(ValueError):
+        add(dst, np.array([0, 1], np.int32), np.ones((2, 3), np.float32))  # int32 indices
+    with pytest.raises((ValueError, BufferError)):
+        add(dst, np.array([0, 1]), np.ones((3, 2), np.float32).T)          # not C-contiguous
+    assert (dst == 0).all()
+
+
+def test_the_backend_reads_rows_that_alias_the_destination_as_they_were(compiled):
     start = np.arange(12, dtype=np.float64).reshape(4, 3)
     dst = start.copy()
     rows = dst[0:3]                                        # a view of dst itself
     indices = np.array([1, 2, 1])
-    assert compiled(np.dtype("float64"))(dst, indices, rows)
+    get_backend("numpy").add_rows(dst, indices, rows)
     assert_same(dst, _reference(start, indices, start[0:3]))
 
 
-def test_compiled_add_takes_strided_rows_and_int32_indices(compiled):
+def test_the_backend_takes_strided_rows_and_int32_indices(compiled):
     indices, start, rows = _inputs("float32", 6, 20, 8, "uniform", seed=5)
     dst = start.copy()
-    assert compiled(np.dtype("float32"))(dst, indices.astype(np.int32), np.asfortranarray(rows))
+    get_backend("numpy").add_rows(dst, indices.astype(np.int32), np.asfortranarray(rows))
     assert_same(dst, _reference(start, indices, rows))
 
 
@@ -106,6 +150,22 @@ def test_without_a_compiler_the_numpy_path_gives_the_same_bits(no_compiler):
         with np.errstate(over="ignore"):
             backend.add_rows(dst, indices, rows)
         assert_same(dst, _reference(start, indices, rows))
+
+
+def test_without_python_headers_the_numpy_path_runs(monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_python_headers", lambda: None)
+    cpu_kernels.reset()
+    try:
+        usable, why = cpu_kernels.status()
+        assert not usable and "Python.h" in why
+        assert cpu_kernels.add_rows_function(np.dtype("float32")) is None
+        indices, start, rows = _inputs("float32", 9, 200, 1, "hot", seed=2)
+        dst = start.copy()
+        get_backend("numpy").add_rows(dst, indices, rows)
+        assert_same(dst, _reference(start, indices, rows))
+    finally:
+        monkeypatch.undo()
+        cpu_kernels.reset()
 
 
 def test_the_environment_turns_the_compiled_add_off(monkeypatch):

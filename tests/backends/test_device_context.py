@@ -229,7 +229,7 @@ class DeviceDouble(NumpyBackend):
         def call(*args):
             with self._scope():
                 result = run(*args)
-            return result if result is None else self._on_device(result)
+            return self._on_device(result) if isinstance(result, np.ndarray) else result
         return call
 
     def prepare_take_rows(self, indices, row_shape, dtype):
@@ -240,9 +240,9 @@ class DeviceDouble(NumpyBackend):
         with self._scope():
             return self._on_device_call(super().prepare_put_rows(indices, rows, dtype))
 
-    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None):
+    def prepare_add_rows(self, indices, rows, n_destinations, dtype, mode=None, guard=None):
         with self._scope():
-            return self._on_device_call(super().prepare_add_rows(indices, rows, n_destinations, dtype, mode))
+            return self._on_device_call(super().prepare_add_rows(indices, rows, n_destinations, dtype, mode, guard))
 
     def prepare_concatenate(self, shapes, dtype):
         with self._scope():

@@ -831,3 +831,80 @@ def test_grad_split_into_a_grad_array_of_several_shapes(backend, count):
     assert_same(read(g, 0), f32([2]))
     assert_same(read(g, 1), f32([2, 3]))
     assert_same(read(g, count - 1), f32([1, 1]))
+
+
+# -- the aggregating scatter's common case (storage.try_add) against the checked op ---------------------------------
+def _valued_grad(backend, slots=6, width=3, covered=None):
+    """A gradient array with real flows (what the common-case path takes), slots [0, covered) valued."""
+    forward, flow = ro.TensorArrayV3(slots, "float32", element_shape=[width])
+    g, g_flow = ro.TensorArrayGradV3(forward, flow, "gradients")
+    covered = slots if covered is None else covered
+    g_flow = ro.TensorArrayScatterV3(g, np.arange(covered), backend.asarray(np.ones((covered, width), np.float32)),
+                                     g_flow)
+    return g, g_flow
+
+
+def _snapshot(handle):
+    """Every slot's state, read without marking anything read (a read would end the common case)."""
+    states = [handle.array.slot_state(index) for index in range(handle.array.size)]
+    return [(state[:5], None if state.value is None else host(state.value).tolist()) for state in states]
+
+
+def _outcome(call, name):
+    try:
+        call()
+    except Exception as error:      # noqa: BLE001 -- the class and text are what is compared
+        # A name handle's messages say which array less often (about(owner) in errors.py).
+        return type(error), str(error).replace(name, "{name}").replace(" (TensorArray {name})", "")
+    return None
+
+
+_BAD_SCATTERS = {
+    "negative index": (lambda n: np.array([0, -1]), None, None),
+    "index at size": (lambda n: np.array([0, n]), None, None),
+    "int64 past int32": (lambda n: np.array([0, 2**40]), None, None),
+    "int64 past int32 and a bad flow": (lambda n: np.array([0, 2**40]), None, "not a flow"),
+    "a bad flow": (lambda n: np.array([0, 1]), None, "not a flow"),
+    "indices of rank 2": (lambda n: np.array([[0, 1]]), None, None),
+    "fewer rows than indices": (lambda n: np.array([0, 1, 2]), (2, 3), None),
+    "another row shape": (lambda n: np.array([0, 1]), (2, 4), None),
+    "float64 rows": (lambda n: np.array([0, 1]), "float64", None),
+    "an unwritten slot": (lambda n: np.array([0, n - 1]), None, None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_SCATTERS))
+def test_the_common_case_path_fails_exactly_as_the_checked_op(backend, case):
+    """The same scatter by handle (which may take the common-case path) and by name (which
+    never does): the same error class and text, and neither changes the array."""
+    make_indices, rows, bad_flow = _BAD_SCATTERS[case]
+    outcomes, contents = [], []
+    for by_name in (False, True):
+        g, g_flow = _valued_grad(backend, covered=5)
+        shape, dtype = (rows, "float32") if isinstance(rows, tuple) else ((2, 3), rows or "float32")
+        value = backend.asarray(np.ones(shape, dtype))
+        before = _snapshot(g)
+        outcomes.append(_outcome(lambda: ro.TensorArrayScatterV3(g.name if by_name else g, make_indices(6), value,
+                                                                 bad_flow or g_flow), g.name))
+        contents.append((before, _snapshot(g)))
+    if case == "an unwritten slot":     # not an error: the checked op writes the unwritten slot
+        assert outcomes == [None, None]
+        return
+    assert outcomes[0] is not None and outcomes[0] == outcomes[1]
+    for before, after in contents:
+        assert after == before
+
+
+def test_the_common_case_path_adds_like_np_add_at_then_refuses_after_a_read(backend):
+    rng = np.random.default_rng(11)
+    g, g_flow = _valued_grad(backend, slots=8, width=4)
+    expected = np.ones((8, 4), np.float32)
+    for _ in range(3):
+        indices = rng.integers(0, 8, size=20)
+        rows = rng.standard_normal((20, 4), dtype=np.float32)
+        ro.TensorArrayScatterV3(g, indices, backend.asarray(rows), g_flow)
+        np.add.at(expected, indices, rows)
+    assert_same(np.array([values for _, values in _snapshot(g)], np.float32), expected)
+    ro.TensorArrayReadV3(g, 3, g_flow, "float32")
+    with raises(errors.InvalidArgumentError, ALREADY_READ.format(name=g.name, index=3)):
+        ro.TensorArrayScatterV3(g, np.array([0, 3]), backend.asarray(np.ones((2, 4), np.float32)), g_flow)
