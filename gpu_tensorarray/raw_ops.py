@@ -127,7 +127,7 @@ def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, nam
     """The elements at ``indices``, stacked along a new first axis."""
     indices = host_indices(indices, owner=handle)
     element_shape = as_partial_shape(element_shape, owner=handle)
-    array = _lookup(handle)
+    array = handle.array if type(handle) is Handle else _lookup(handle)
     value = array.gather(indices, dtypes.as_dtype(dtype, handle), element_shape)
     if _record is not None:
         _record("TensorArrayGatherV3", (handle, indices, flow_in), (value,), array.dtype)
