@@ -42,6 +42,7 @@ WRITTEN, READ, CLEARED, VALUE = 1, 2, 4, 8
 _STORED = WRITTEN | VALUE
 _READABLE = WRITTEN | VALUE | CLEARED
 _CLEARED_AFTER_READ = WRITTEN | READ | CLEARED
+_READ_VALUE = WRITTEN | READ | VALUE
 _FAST_BATCH = 8       # batches up to this size are checked slot by slot
 _UNSURE = object()    # a vector check that cannot vouch for a batch
 _VECTOR_PLAN_BYTES = 40   # host bytes per index that _plan_reads_vector's temporaries take at most
@@ -478,37 +479,38 @@ class ArrayStorage:
         return result()
 
     def _mark_read(self, selected):
-        view = flag_view(self._flags)
-        if self.clear_after_read:
-            view[selected] = _CLEARED_AFTER_READ
-        else:
-            view[selected] |= READ | VALUE
-        del view
+        # Every slot read was written (or made soft) and not cleared: its flags become
+        # exactly these, so one store does, not a gather, an or and a store.
+        flag_view(self._flags)[selected] = _CLEARED_AFTER_READ if self.clear_after_read else _READ_VALUE
 
     def _settle(self):
         self._mark_read(slice(0, self._unmarked_reads))
         self._unmarked_reads = 0
         self._attention = self._closed
 
-    def _readable_fast(self, indices):
+    def _readable_fast(self, indices, bounds):
         """Whether a gather of ``indices`` (a layout whose slots share one shape) needs
         no per-slot work: every slot in range, written, not cleared, and (clearing
-        arrays) no slot twice."""
+        arrays) no slot twice. ``bounds``: as ``gather`` has them."""
         if type(indices) is range:
             if indices.stop > self._size:
                 return False
-            if len(indices) == self._size:   # the whole array (stack): counters answer in O(1)
-                return self._written_count == self._size and self._cleared_count == 0
-        elif indices.min() < 0 or indices.max() >= self._size or \
-                (self.clear_after_read and has_duplicates(indices)):
-            return False
+        else:
+            low, high = bounds or (indices.min(), indices.max())
+            if low < 0 or high >= self._size or (self.clear_after_read and has_duplicates(indices)):
+                return False
+        if self._written_count == self._size and self._cleared_count == 0:
+            return True                     # every slot written, none cleared: counters answer in O(1)
+        if type(indices) is range and len(indices) == self._size:
+            return False                    # the whole array (stack), and some slot is not readable
         flags = flag_view(self._flags)[_selector(indices)]
         return bool(((flags & (WRITTEN | CLEARED)) == WRITTEN).all())
 
     # -- TensorArrayGatherV3 -------------------------------------------------------------------
-    def gather(self, indices, dtype, element_shape):
+    def gather(self, indices, dtype, element_shape, bounds=None):
         """docs/semantics.md §2.4 steps 2-9; ``indices`` is a host int64 array of any rank, or a range
-        (host.host_indices), which makes a gather of consecutive slots a view."""
+        (host.host_indices), which makes a gather of consecutive slots a view; ``bounds``: the
+        array's (smallest, largest) when the caller knows them (host.host_ints_bounded)."""
         if dtype is not self.dtype:                                            # 2
             self.check_requested_dtype(dtype)
         self._lock.acquire()
@@ -526,7 +528,7 @@ class ArrayStorage:
             if self._closed:                                                   # 6
                 raise messages.closed(self)
             row_shape = self._layout.common_shape
-            if len(indices) > _FAST_BATCH and row_shape is not None and self._readable_fast(indices):
+            if len(indices) > _FAST_BATCH and row_shape is not None and self._readable_fast(indices, bounds):
                 plan, first_shape, other = (None, [], self._size, None, 0), row_shape, None
             else:
                 self._check_growth(indices, merged)
