@@ -219,6 +219,8 @@ class UniformLayout(Layout):
         self._growth(needed, row_shape, exact)
 
     def reserve(self, needed, row_shape=None, exact=False, elements=0):
+        if needed <= self.capacity and row_shape is None:
+            return                              # room, and no shape to learn (a read's common case)
         row_shape, shape = self._growth(needed, row_shape, exact)
         if shape is None:
             self.row_shape = row_shape

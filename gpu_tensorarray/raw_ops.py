@@ -126,10 +126,13 @@ def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
 
 def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
     """The elements at ``indices``, stacked along a new first axis."""
-    indices = host_indices(indices, owner=handle)
+    if type(indices) is range:
+        indices, bounds = host_indices(indices, owner=handle), None
+    else:       # host_indices' conversion, keeping the bounds its range check found
+        indices, bounds = host_ints_bounded(indices, "indices", owner=handle)
     element_shape = as_partial_shape(element_shape, owner=handle)
-    array = _lookup(handle)
-    value = array.gather(indices, dtypes.as_dtype(dtype, handle), element_shape)
+    array = handle.array if type(handle) is Handle else _lookup(handle)
+    value = array.gather(indices, dtypes.as_dtype(dtype, handle), element_shape, bounds)
     if _record is not None:
         _record("TensorArrayGatherV3", (handle, indices, flow_in), (value,), array.dtype)
     return value

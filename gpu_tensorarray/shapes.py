@@ -22,8 +22,12 @@ def as_partial_shape(spec, what="element_shape", owner=None, scalar_is_vector=Fa
     a single integer n means [n], as TensorShape(n) does."""
     if spec is None:
         return None
-    if type(spec) is tuple and all(type(dim) is int and dim >= 0 or dim is None for dim in spec):
-        return spec     # already normalised (the common case: our own shapes passed back)
+    if type(spec) is tuple:
+        for dim in spec:            # a loop, not all(...): no generator per call
+            if not (type(dim) is int and dim >= 0 or dim is None):
+                break
+        else:
+            return spec     # already normalised (the common case: our own shapes passed back)
     try:
         entries = _entries(spec, scalar_is_vector)
     except InvalidArgumentError:

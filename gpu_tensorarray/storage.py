@@ -42,6 +42,7 @@ WRITTEN, READ, CLEARED, VALUE = 1, 2, 4, 8
 _STORED = WRITTEN | VALUE
 _READABLE = WRITTEN | VALUE | CLEARED
 _CLEARED_AFTER_READ = WRITTEN | READ | CLEARED
+_READ_VALUE = WRITTEN | READ | VALUE
 _FAST_BATCH = 8       # batches up to this size are checked slot by slot
 _UNSURE = object()    # a vector check that cannot vouch for a batch
 _VECTOR_PLAN_BYTES = 40   # host bytes per index that _plan_reads_vector's temporaries take at most
@@ -447,19 +448,24 @@ class ArrayStorage:
         zeros and the reads are marked. Returns the result."""
         _, soft, new_size, grow_shape, elements = plan
         first = self._size
-        shapes = {shape for shape, _ in soft} | ({grow_shape} if new_size > first else set())
-        room = (new_size, next(iter(shapes)) if shapes else None, not (self._dynamic_size or self.is_grad), elements)
+        changes = soft or new_size > first      # else nothing becomes soft or grows (a stack's common case)
+        exact = not (self._dynamic_size or self.is_grad)
         try:
-            layout = self._layout_for(*shapes) if shapes else self._layout
-            flags = self._flags_for(new_size, layout, *room)
+            if changes:
+                shapes = {shape for shape, _ in soft} | ({grow_shape} if new_size > first else set())
+                room = (new_size, next(iter(shapes)), exact, elements)
+                layout = self._layout_for(*shapes)
+                flags = self._flags_for(new_size, layout, *room)
+            else:
+                room, layout = (new_size, None, exact, elements), self._layout
             result = prepare_result(layout)
             layout.reserve(*room)
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
         # Everything is allocated: from here on nothing fails.
-        self._install(layout, flags, new_size)
         self._unread = False
-        if soft or new_size > first:        # else nothing becomes soft (a stack's common case)
+        if changes:
+            self._install(layout, flags, new_size)
             self._make_soft(layout, soft, first, new_size, grow_shape)
         layout.materialize(indices)
         if self.clear_after_read:
@@ -474,45 +480,45 @@ class ArrayStorage:
         return result()
 
     def _mark_read(self, selected):
-        view = flag_view(self._flags)
-        if self.clear_after_read:
-            view[selected] = _CLEARED_AFTER_READ
-        else:
-            view[selected] |= READ | VALUE
-        del view
+        # Every slot read was written (or made soft) and not cleared: its flags become
+        # exactly these, so one store does, not a gather, an or and a store.
+        flag_view(self._flags)[selected] = _CLEARED_AFTER_READ if self.clear_after_read else _READ_VALUE
 
     def _settle(self):
         self._mark_read(slice(0, self._unmarked_reads))
         self._unmarked_reads = 0
         self._attention = self._closed
 
-    def _readable_fast(self, indices):
-        """Whether a gather of ``indices`` from a layout whose slots share one shape
-        needs no per-slot work: every slot in range, written, not cleared, and
-        (clearing arrays) no slot twice."""
-        if self._layout.common_shape is None:
-            return False
+    def _readable_fast(self, indices, bounds):
+        """Whether a gather of ``indices`` (a layout whose slots share one shape) needs
+        no per-slot work: every slot in range, written, not cleared, and (clearing
+        arrays) no slot twice. ``bounds``: as ``gather`` has them."""
         if type(indices) is range:
             if indices.stop > self._size:
                 return False
-            if len(indices) == self._size:   # the whole array (stack): counters answer in O(1)
-                return self._written_count == self._size and self._cleared_count == 0
-        elif indices.min() < 0 or indices.max() >= self._size or \
-                (self.clear_after_read and has_duplicates(indices)):
-            return False
+        else:
+            low, high = bounds or (indices.min(), indices.max())
+            if low < 0 or high >= self._size or (self.clear_after_read and has_duplicates(indices)):
+                return False
+        if self._written_count == self._size and self._cleared_count == 0:
+            return True                     # every slot written, none cleared: counters answer in O(1)
+        if type(indices) is range and len(indices) == self._size:
+            return False                    # the whole array (stack), and some slot is not readable
         flags = flag_view(self._flags)[_selector(indices)]
         return bool(((flags & (WRITTEN | CLEARED)) == WRITTEN).all())
 
     # -- TensorArrayGatherV3 -------------------------------------------------------------------
-    def gather(self, indices, dtype, element_shape):
+    def gather(self, indices, dtype, element_shape, bounds=None):
         """docs/semantics.md §2.4 steps 2-9; ``indices`` is a host int64 array of any rank, or a range
-        (host.host_indices), which makes a gather of consecutive slots a view."""
-        self.check_requested_dtype(dtype)                                      # 2
+        (host.host_indices), which makes a gather of consecutive slots a view; ``bounds``: the
+        array's (smallest, largest) when the caller knows them (host.host_ints_bounded)."""
+        if dtype is not self.dtype:                                            # 2
+            self.check_requested_dtype(dtype)
         self._lock.acquire()
         try:
             if self._attention:
                 self._attend(check_closed=False)
-            merged = merge(self._element_shape, element_shape)                 # 3
+            merged = self._element_shape if element_shape is None else merge(self._element_shape, element_shape)  # 3
             if type(indices) is not range and indices.ndim != 1:              # 4
                 raise messages.indices_not_vector(self, indices.shape)
             if len(indices) == 0:                                             # 5
@@ -522,12 +528,13 @@ class ArrayStorage:
                 return self._layout.zeros((0,) + element_shape)
             if self._closed:                                                   # 6
                 raise messages.closed(self)
-            if len(indices) > _FAST_BATCH and self._readable_fast(indices):
-                plan, first_shape, other = (None, [], self._size, None, 0), self._layout.common_shape, None
+            row_shape = self._layout.common_shape
+            if len(indices) > _FAST_BATCH and row_shape is not None and self._readable_fast(indices, bounds):
+                plan, first_shape, other = (None, [], self._size, None, 0), row_shape, None
             else:
                 self._check_growth(indices, merged)
                 if type(indices) is not range and len(indices) > _FAST_BATCH and self._fills_zeros and \
-                        (self._layout.common_shape is not None or not self._written_count):
+                        (row_shape is not None or not self._written_count):
                     plan, first_shape, other = self.backend.allocate(
                         lambda: self._plan_reads_vector(indices, merged), _VECTOR_PLAN_BYTES * len(indices),
                         f"the plan of a gather of {len(indices)} slots from TensorArray {self.name}", host=True)
@@ -539,9 +546,10 @@ class ArrayStorage:
                                   if shape != first_shape), None)
             if not is_compatible(element_shape, first_shape):                 # 7
                 raise messages.gather_shape(self, element_shape, first_shape)
-            if other is not None and element_count(first_shape):              # 8 (TF skips it when
+            nonempty = element_count(first_shape)
+            if other is not None and nonempty:                                # 8 (TF skips it when
                 raise messages.gather_inconsistent(self, first_shape, *other)  # value 0 is empty)
-            if element_count(first_shape):                                    # 9: a range: a view
+            if nonempty:                                                      # 9: a range: a view
                 prepare = lambda layout: layout.prepare_take(indices, first_shape)    # noqa: E731
             else:
                 prepare = lambda layout: self._zeros_result((len(indices),) + first_shape)    # noqa: E731

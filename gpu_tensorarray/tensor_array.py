@@ -161,8 +161,8 @@ class TensorArray:
     def stack(self, name=None):
         """Every element stacked along a new first axis (a view when fully written)."""
         size = self._known_size
-        if size is None:
-            size = int(raw_ops.TensorArraySizeV3(self._handle, self._flow))
+        if size is None:        # TensorArraySizeV3's lookup and checks, without making its int32 array
+            size = registry.lookup(self._handle).current_size()
         return self.gather(range(size), name=name)
 
     def gather(self, indices, name=None):
