@@ -19,6 +19,7 @@ INT32_MAX = 2**31 - 1
 _INT32_MIN = -(2**31)
 INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)
+_smallest, _largest = np.minimum.reduce, np.maximum.reduce     # ndarray.min/max without their Python wrapper
 
 
 def host_ints(value, what, dtype_name="int32", owner=None):
@@ -31,7 +32,7 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
     """host_ints, with the (smallest, largest) value as Python ints (None when empty),
     which the range check finds anyway: callers need not scan the array again."""
     if type(value) is np.ndarray and value.dtype.kind == "i" and value.size:   # the common case
-        bounds = int(value.min()), int(value.max())
+        bounds = int(_smallest(value, axis=None)), int(_largest(value, axis=None))
         if dtype_name != "int32" or (_INT32_MIN <= bounds[0] and bounds[1] <= INT32_MAX):
             return value.astype(np.int64, copy=False), bounds
     if is_cupy_array(value):

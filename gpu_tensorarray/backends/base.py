@@ -58,16 +58,19 @@ class Backend:
         ``host``). Every allocation an op makes goes through here, before the op
         changes anything: a request over the limit fails at once, and running out of
         memory during ``make()`` fails the same way, ResourceExhaustedError naming
-        ``what``. Tests make this fail to show that a failed op changes nothing."""
-        limit = self.host_memory_limit() if host else self.memory_limit()
-        if nbytes > limit:
-            raise allocation_over_limit(what, nbytes, limit, self.name, "the host" if host else self.device)
+        ``what`` (a text, or a function making it: made only for the error). Tests make
+        this fail to show that a failed op changes nothing."""
+        if nbytes > _ALWAYS_TRIED:
+            limit = self.host_memory_limit() if host else self.memory_limit()
+            if nbytes > limit:
+                raise allocation_over_limit(_text(what), nbytes, limit, self.name,
+                                            "the host" if host else self.device)
         try:
             return make()
         except OpError:
             raise                       # an op's own error from inside ``make`` (a plan's checks)
         except self.out_of_memory_errors as error:
-            raise ResourceExhaustedError(f"OOM when allocating {what} ({nbytes} bytes) on "
+            raise ResourceExhaustedError(f"OOM when allocating {_text(what)} ({nbytes} bytes) on "
                                          f"{'the host' if host else self.device}: {error}") from None
 
     def empty(self, shape, dtype):
@@ -189,6 +192,15 @@ class Backend:
         limit = self.memory_limit()
         if nbytes > limit:
             raise allocation_over_limit(what, nbytes, limit, self.name, self.device)
+
+
+# Requests up to this many bytes go straight to the allocator (whose failure is the same
+# ResourceExhaustedError): asking for the limit, a system call, costs more than they do.
+_ALWAYS_TRIED = 1 << 24
+
+
+def _text(what):
+    return what() if callable(what) else what
 
 
 def guarded(guard, indices, prepare):

@@ -50,10 +50,10 @@ class NumpyBackend(Backend):
     out_of_memory_errors = (MemoryError, ValueError)
 
     def empty(self, shape, dtype):
-        return self.allocate(lambda: np.empty(shape, dtype), _nbytes(shape, dtype), _tensor(shape))
+        return self.allocate(lambda: np.empty(shape, dtype), _nbytes(shape, dtype), lambda: _tensor(shape))
 
     def zeros(self, shape, dtype):
-        return self.allocate(lambda: np.zeros(shape, dtype), _nbytes(shape, dtype), _tensor(shape))
+        return self.allocate(lambda: np.zeros(shape, dtype), _nbytes(shape, dtype), lambda: _tensor(shape))
 
     def contiguous(self, array, dtype):
         if array.dtype == dtype and array.flags.c_contiguous:
@@ -156,7 +156,7 @@ def _readonly_root(array):
 
 
 def _nbytes(shape, dtype):
-    return element_count(shape) * np.dtype(dtype).itemsize
+    return element_count(shape) * (dtype.itemsize if type(dtype) is not type else np.dtype(dtype).itemsize)
 
 
 def _tensor(shape):

@@ -46,10 +46,10 @@ class FailingDoor:
         self.calls = []
 
     def __call__(self, make, nbytes, what, host=False):
-        self.calls.append(what)
+        self.calls.append(what() if callable(what) else what)
         if len(self.calls) == self.fail_at:
             def make():
-                raise MemoryError(f"injected: {what}")
+                raise MemoryError(f"injected: {self.calls[-1]}")
         return self.real(make, nbytes, what, host)
 
 
