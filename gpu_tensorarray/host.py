@@ -12,8 +12,8 @@ from .backends.arrays import is_cupy_array
 from .errors import InvalidArgumentError, about, described, shown
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "index_vector", "spans", "flag_view",
-           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats", "first_true", "element_count",
-           "checked_int64_sum", "INT32_MAX", "INT64_MAX"]
+           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
+           "first_true", "element_count", "checked_int64_sum", "INT32_MAX", "INT64_MAX"]
 
 INT32_MAX = 2**31 - 1
 _INT32_MIN = -(2**31)
@@ -124,7 +124,7 @@ def flag_view(flags):
 
 
 def is_index_vector(value):
-    """Whether ``value`` is a host integer vector as NumPy holds it (int64 or int32)."""
+    """Whether ``value`` is a host vector of signed integers, a NumPy array."""
     return type(value) is np.ndarray and value.dtype.kind == "i" and value.ndim == 1
 
 

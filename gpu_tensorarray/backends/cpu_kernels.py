@@ -81,7 +81,8 @@ class _Library:
             raise UnavailableError(f"{path} is not the compiled scatter-add: {error}") from None
         if list(names) != [dtype.name for dtype in _dtype_order()]:
             raise UnavailableError(f"{path} holds the dtypes {names}, not the aggregatable ones")
-        self.functions = {dtype: functools.partial(module.add_rows, position) for position, dtype in enumerate(_dtype_order())}
+        self.functions = {dtype: functools.partial(module.add_rows, position)
+                          for position, dtype in enumerate(_dtype_order())}
 
 
 def _load():
