@@ -18,7 +18,8 @@
 #include "common.cuh"
 
 // What a call answers: the rows were added; or nothing was written, because an index
-// or a flag refused it, or because the rows overlap dst (the caller copies them, retries).
+// or a flag refused it, or because the rows overlap dst (np.add.at reads rows as they
+// were, which a loop over shared memory would not: the caller must copy them first).
 enum AddStatus { ADDED = 0, REFUSED = 1, OVERLAP = 2 };
 
 // Refused (nothing written) when an index is outside [0, n_dst), or, with ``flags``,
