@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import dtypes
+from ..host import flags_all_equal
 from .base import guarded
 from .cpu_kernels import ADDED, OVERLAP, REFUSED, add_rows_function
 from .grouping import group_by_destination
@@ -117,11 +118,12 @@ def _prepare_compiled(backend, compiled, indices, rows, dtype, guard):
         status = compiled(dst, indices, rows, *checks) if dst.dtype == dtype and dst.flags.c_contiguous else OVERLAP
         if status == ADDED:
             return True
-        if status == REFUSED and guard is not None:
+        if guard is not None and (status == REFUSED or not flags_all_equal(guard[0], indices, guard[1])):
             return False
         # An index outside dst (IndexError, as np.add.at), or a dst the loop cannot take
         # (never storage's own: its rows are private, its slab contiguous).
-        return guarded(guard, indices, lambda: lambda target: np.add.at(target, indices, rows))(dst) is not False
+        np.add.at(dst, indices, rows)
+        return True
     return add
 
 
