@@ -8,6 +8,7 @@ import sys
 import numpy as np
 
 import gpu_tensorarray as gta
+from gpu_tensorarray.backends import cpu_kernels
 
 
 def info(args):
@@ -19,6 +20,10 @@ def info(args):
     name, reason = gta.default_backend()
     print(f"default backend: {name} ({reason})")
     print(f"accumulation: {gta.get_accumulation()}")
+    print("compiled host code (numpy and emulated backends):")
+    for what, (usable, how) in (("scatter-add", cpu_kernels.status()),
+                                ("raw Write/Read common case", cpu_kernels.raw_op_status())):
+        print(f"  {what}: {how if usable else 'not used: ' + how}")
     return 0 if available[name] is None else 1
 
 

@@ -180,6 +180,8 @@ class Layout:
 
 
 class UniformLayout(Layout):
+    __slots__ = ("slab", "view")        # read by the compiled raw ops (kernels/cpu_raw_ops.cpp)
+
     def __init__(self, backend, dtype, row_shape=None, owner=""):
         super().__init__(backend, dtype, owner)
         self.row_shape = row_shape      # None until the first element is stored

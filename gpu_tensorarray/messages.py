@@ -9,7 +9,7 @@ not name the array, as a suffix " (TensorArray <name>)".
 
 from .dtypes import tf_name
 from .errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about
-from .host import shape_text
+from .host import INT32_MAX, shape_text
 from .shapes import format_shape
 
 
@@ -37,6 +37,11 @@ def out_of_memory(array, error):
 
 def write_bounds(array, index, size):
     return _named(array, f"Tried to write to index {index} but array is not resizeable and size is: {size}")
+
+
+def too_many_slots(array, size):
+    """docs/semantics.md §6.2: TensorFlow's index + 1 overflows its int32 size here."""
+    return _named(array, f"Could not grow to {size} slots: a TensorArray's size is an int32, at most {INT32_MAX}")
 
 
 def read_bounds(array, index, size):

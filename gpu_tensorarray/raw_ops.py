@@ -13,11 +13,14 @@ import numpy as np
 
 from . import dtypes
 from .backends import get_backend
+from .backends.cpu_kernels import RAW_OPS as _compiled
 from .errors import InvalidArgumentError, NotFoundError, about, shown
 from .host import (INT32_MAX, checked_int64_sum, host_indices, host_ints, host_ints_bounded, is_index_vector,
                    scalar_int)
+from .layouts import UniformLayout
 from .registry import Handle, registry
 from .shapes import as_partial_shape
+from .storage import ArrayStorage
 
 __all__ = [
     "TensorArrayV3", "TensorArrayWriteV3", "TensorArrayReadV3", "TensorArrayGatherV3",
@@ -36,6 +39,9 @@ TensorArrayGradWithShapeOutput = namedtuple("TensorArrayGradWithShape", ["grad_h
 _record = None
 _INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
 _INT32_MIN = -INT32_MAX - 1
+# Write and Read try their common case in compiled code first (backends/cpu_kernels.py),
+# which reads these classes' state.
+_compiled.serve(Handle, ArrayStorage, UniformLayout)
 
 
 def _lookup(handle):
@@ -103,6 +109,10 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
 
 def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
+    if _record is None:
+        flow_out = _compiled.write(handle, index, value, flow_in)       # the common case, or None
+        if flow_out is not None:
+            return flow_out
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
@@ -115,6 +125,10 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
 
 def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
+    if _record is None:
+        value = _compiled.read(handle, index, dtype)                  # the common case, or None
+        if value is not None:
+            return value
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)

@@ -24,8 +24,8 @@ from types import MappingProxyType
 
 from . import dtypes, messages
 from .errors import InvalidArgumentError, ResourceExhaustedError
-from .host import (count_distinct, element_count, first_true, flag_view, flags_at, has_duplicates, index_vector,
-                   repeats)
+from .host import (INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_at, has_duplicates,
+                   index_vector, repeats)
 from .layouts import new_layout
 from .shapes import is_compatible, is_fully_defined, merge
 
@@ -52,6 +52,11 @@ class ArrayStorage:
     """The resource behind a handle. All methods run under the array's lock, which
     the backend makes: on a GPU, holding it makes the array's device current and
     orders its device work across streams (``Backend.array_lock``)."""
+
+    # The fields raw Write and Read's compiled common case reads and sets
+    # (kernels/cpu_raw_ops.cpp): slots, at fixed offsets. The rest live in __dict__.
+    __slots__ = ("dtype", "clear_after_read", "_size", "_dynamic_size", "_flags", "_lock", "_attention", "_layout",
+                 "_accepted_shape", "_written_count", "_cleared_count", "_unread", "__dict__", "__weakref__")
 
     def __init__(self, backend, dtype, size, element_shape, dynamic_size, clear_after_read,
                  identical_element_shapes, name, is_grad=False, marked_size=-1):
@@ -264,12 +269,15 @@ class ArrayStorage:
         """The flag buffer for ``size`` slots: this one while it has room, else a new one
         twice as long (growth one slot at a time stays amortised O(1)) holding these
         flags, for ``_install`` to put in place. ``layout.reserve(*reserve)`` comes
-        next: a growth it would refuse is refused first, before the flags are made."""
+        next: a growth it would refuse is refused first, before the flags are made. The
+        flags never outgrow an int32 size, so a write within them cannot either."""
+        if size > INT32_MAX:
+            raise messages.too_many_slots(self, size)
         flags = self._flags
         if size <= len(flags):
             return flags
         layout.check_reserve(*reserve)
-        capacity = max(size, 2 * len(flags))
+        capacity = min(max(size, 2 * len(flags)), INT32_MAX)
         grown = self.backend.allocate(lambda: bytearray(capacity), capacity,
                                       f"the flags of TensorArray {self.name} grown to {size} slots", host=True)
         grown[:len(flags)] = flags

@@ -1,12 +1,14 @@
-"""The numpy backend's compiled scatter-add: kernels/cpu_add_rows.cpp built by g++
-as a CPython extension module.
+"""The numpy backend's compiled host code: kernels/cpu_*.cpp built by g++ as CPython
+extension modules.
 
-Optional. It is built on first use (a few seconds, once: the library is cached
-on disk exactly as the emulated backend's is, build_cache.py says how it is kept
-safe) and used for every scatter-add it can take. Where no compiler or no Python
-headers are found, the build fails, or GPU_TENSORARRAY_CPU_KERNELS=0,
-``add_rows_function`` answers None and scatter_add.py's NumPy path runs instead:
-the same sums, bit for bit, only slower. ``status()`` says which and why.
+- kernels/cpu_add_rows.cpp, the scatter-add (``add_rows_function``);
+- kernels/cpu_raw_ops.cpp, raw Write and Read's common case (``RAW_OPS``).
+
+Both are optional. Each is built on first use (a few seconds, once: the library is
+cached on disk exactly as the emulated backend's is, build_cache.py says how it is
+kept safe). Where no compiler or no Python headers are found, the build fails, or
+GPU_TENSORARRAY_CPU_KERNELS=0, the Python code runs instead: the same results, bit for
+bit, only slower. ``status()`` and ``raw_op_status()`` say which and why.
 """
 
 import functools
@@ -20,22 +22,20 @@ import sysconfig
 import threading
 from pathlib import Path
 
+import numpy as np
+
 from .. import dtypes
 from ..errors import UnavailableError
 from . import build_cache, kernel_sources
 
-__all__ = ["add_rows_function", "status", "SOURCE", "DISABLE_ENV", "ADDED", "REFUSED", "OVERLAP"]
+__all__ = ["add_rows_function", "status", "RAW_OPS", "raw_op_status", "reset", "DISABLE_ENV", "ADDED",
+           "REFUSED", "OVERLAP"]
 
-SOURCE = "cpu_add_rows.cpp"
 COMPILER = "g++"
 # -ffp-contract=off: no fused multiply-adds (there are only adds, but it is the promise).
 FLAGS = ("-O3", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-x", "c++")
 DISABLE_ENV = "GPU_TENSORARRAY_CPU_KERNELS"
-MODULE = "gpu_tensorarray_cpu_add_rows"          # PyInit_<this> in the source
-ADDED, REFUSED, OVERLAP = 0, 1, 2                 # add_rows' answers (the source's AddStatus)
-
-_lock = threading.Lock()
-_loaded = None          # None: not tried yet; else (functions by dtype or None, why)
+ADDED, REFUSED, OVERLAP = 0, 1, 2                 # add_rows' answers (cpu_add_rows.cpp's AddStatus)
 
 
 def _find_compiler():
@@ -48,86 +48,102 @@ def _python_headers():
     return folder if folder and (Path(folder) / "Python.h").is_file() else None
 
 
+class _Extension:
+    """kernels/``source_name`` (its text from ``source()``) built as the extension module
+    ``module``, loaded once per process. ``accept(module)`` turns the loaded module into
+    what callers use, raising UnavailableError when it is not the expected module;
+    ``extra_headers()`` -> (include folders, their version text), or None with why not."""
+
+    def __init__(self, source_name, module, prefix, source, accept, extra_headers=lambda: ((), "")):
+        self.source_name, self.module, self.prefix = source_name, module, prefix
+        self.source, self.accept, self.extra_headers = source, accept, extra_headers
+        self._lock = threading.Lock()
+        self._loaded = None         # None: not tried yet; else (what accept made, or None; how or why not)
+
+    def library_name(self, compiler, includes, versions):
+        """A digest of the source, the compiler, its flags, the headers and the Python it is
+        built for: a change to any is a new library."""
+        version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+        python = sysconfig.get_config_var("EXT_SUFFIX") or ""
+        key = "\0".join([self.source(), compiler, version, *includes, versions, python, *FLAGS])
+        return f"{self.prefix}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.so"
+
+    def _load_module(self, path):
+        try:
+            loader = importlib.machinery.ExtensionFileLoader(self.module, str(path))
+            module = importlib.util.module_from_spec(importlib.util.spec_from_loader(self.module, loader))
+            loader.exec_module(module)
+        except ImportError as error:
+            raise UnavailableError(f"{path} is not {self.source_name} compiled: {error}") from None
+        return self.accept(module)
+
+    def _load(self):
+        if os.environ.get(DISABLE_ENV, "1").strip() == "0":
+            return None, f"{DISABLE_ENV}=0"
+        compiler = _find_compiler()
+        if compiler is None:
+            return None, f"no {COMPILER} on PATH"
+        headers = _python_headers()
+        if headers is None:
+            return None, "no Python.h for this Python (install its development headers, e.g. python3-dev)"
+        extra = self.extra_headers()
+        if extra[0] is None:
+            return None, extra[1]
+        includes, versions = (headers, *extra[0]), extra[1]
+
+        def build(path):
+            result = subprocess.run([compiler, *FLAGS, *(f"-I{folder}" for folder in includes), "-o", str(path), "-"],
+                                    input=self.source(), capture_output=True, text=True)
+            if result.returncode != 0:
+                raise UnavailableError(f"{compiler} failed: {result.stderr[-2000:]}")
+
+        try:
+            made = build_cache.load_or_build(self.library_name(compiler, includes, versions), build,
+                                             self._load_module)
+        except (UnavailableError, OSError) as error:
+            return None, f"the build failed: {error}"
+        return made, f"compiled by {compiler}"
+
+    def loaded(self):
+        """(what ``accept`` made, or None; how, or why not)."""
+        if self._loaded is None:
+            with self._lock:
+                if self._loaded is None:
+                    self._loaded = self._load()
+        return self._loaded
+
+    def reset(self):
+        with self._lock:
+            self._loaded = None
+
+
+# -- the scatter-add ------------------------------------------------------------------------------
 def _dtype_order():
     return sorted(dtypes.AGGREGATABLE, key=lambda d: d.name)
 
 
-def source():
+def _add_rows_source():
     """The source g++ compiles: the kernel, then its table of the aggregatable dtypes."""
     entries = "".join(f"    CPU_ADD_ROWS_ENTRY({dtype.name}, {dtypes.c_type(dtype)})\n" for dtype in _dtype_order())
-    return (kernel_sources.host_source(SOURCE) + "\nextern const DtypeEntry DTYPES[] = {\n" + entries + "};\n"
-            + "extern const int N_DTYPES = sizeof(DTYPES) / sizeof(DTYPES[0]);\n")
+    return (kernel_sources.host_source("cpu_add_rows.cpp") + "\nextern const DtypeEntry DTYPES[] = {\n" + entries
+            + "};\n" + "extern const int N_DTYPES = sizeof(DTYPES) / sizeof(DTYPES[0]);\n")
 
 
-def library_name(compiler, headers):
-    """A digest of the source, the compiler, its flags and the Python it is built for:
-    a change to any is a new library."""
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    python = sysconfig.get_config_var("EXT_SUFFIX") or ""
-    key = hashlib.sha256("\0".join([source(), compiler, version, headers, python, *FLAGS]).encode()).hexdigest()[:24]
-    return f"cpu-add-rows-{key}.so"
+def _add_rows_by_dtype(module):
+    names = module.dtype_names()
+    if list(names) != [dtype.name for dtype in _dtype_order()]:
+        raise UnavailableError(f"the compiled scatter-add holds the dtypes {names}, not the aggregatable ones")
+    return {dtype: functools.partial(module.add_rows, position) for position, dtype in enumerate(_dtype_order())}
 
 
-class _Library:
-    """The extension module at ``path`` (build_cache hands a verified descriptor's path)."""
-
-    def __init__(self, path):
-        try:
-            loader = importlib.machinery.ExtensionFileLoader(MODULE, str(path))
-            module = importlib.util.module_from_spec(importlib.util.spec_from_loader(MODULE, loader))
-            loader.exec_module(module)
-            names = module.dtype_names()
-        except (ImportError, AttributeError) as error:
-            raise UnavailableError(f"{path} is not the compiled scatter-add: {error}") from None
-        if list(names) != [dtype.name for dtype in _dtype_order()]:
-            raise UnavailableError(f"{path} holds the dtypes {names}, not the aggregatable ones")
-        self.functions = {dtype: functools.partial(module.add_rows, position)
-                          for position, dtype in enumerate(_dtype_order())}
-
-
-def _load():
-    if os.environ.get(DISABLE_ENV, "1").strip() == "0":
-        return None, f"{DISABLE_ENV}=0"
-    compiler = _find_compiler()
-    if compiler is None:
-        return None, f"no {COMPILER} on PATH"
-    headers = _python_headers()
-    if headers is None:
-        return None, "no Python.h for this Python (install its development headers, e.g. python3-dev)"
-
-    def build(path):
-        result = subprocess.run([compiler, *FLAGS, f"-I{headers}", "-o", str(path), "-"], input=source(),
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise UnavailableError(f"{compiler} failed: {result.stderr[-2000:]}")
-
-    try:
-        library = build_cache.load_or_build(library_name(compiler, headers), build, _Library)
-    except (UnavailableError, OSError) as error:
-        return None, f"the build failed: {error}"
-    return library.functions, f"compiled by {compiler}"
-
-
-def _functions():
-    global _loaded
-    if _loaded is None:
-        with _lock:
-            if _loaded is None:
-                _loaded = _load()
-    return _loaded[0]
+_ADD_ROWS = _Extension("cpu_add_rows.cpp", "gpu_tensorarray_cpu_add_rows", "cpu-add-rows", _add_rows_source,
+                       _add_rows_by_dtype)
 
 
 def status():
     """(True, how) when the compiled scatter-add is in use, else (False, why not)."""
-    functions = _functions()
-    return functions is not None, _loaded[1]
-
-
-def reset():
-    """Forget the outcome of loading (tests: a changed environment or compiler lookup)."""
-    global _loaded
-    with _lock:
-        _loaded = None
+    adders, how = _ADD_ROWS.loaded()
+    return adders is not None, how
 
 
 def add_rows_function(dtype):
@@ -140,5 +156,92 @@ def add_rows_function(dtype):
     is not ``required``; OVERLAP when ``rows`` share memory with ``dst`` (copy them
     first). ``dst`` and ``rows`` must be C-contiguous arrays of ``dtype``, ``rows``
     having ``dst``'s row shape, ``indices`` C-contiguous int64."""
-    adders = _loaded[0] if _loaded is not None else _functions()
+    loaded = _ADD_ROWS._loaded
+    adders = (loaded if loaded is not None else _ADD_ROWS.loaded())[0]
     return None if adders is None else adders.get(dtype)
+
+
+# -- raw Write and Read's common case -----------------------------------------------------------
+def _numpy_headers():
+    folder = np.get_include()
+    if not (Path(folder) / "numpy" / "arrayobject.h").is_file():
+        return None, f"no NumPy headers in {folder}"
+    return (folder,), f"numpy {np.__version__}"
+
+
+def _enabled(module):
+    if not module.enabled():
+        raise UnavailableError("this Python has no GIL, which the compiled raw ops rely on")
+    return module
+
+
+_RAW_OPS = _Extension("cpu_raw_ops.cpp", "gpu_tensorarray_cpu_raw_ops", "cpu-raw-ops",
+                      lambda: kernel_sources.host_source("cpu_raw_ops.cpp"), _enabled, _numpy_headers)
+
+
+def _not_taken(*args):
+    return None
+
+
+class _RawOps:
+    """Raw Write and Read's common case in compiled code, bound on first use (which builds
+    it, once). ``write(handle, index, value, flow_in)`` answers ``flow_in`` having
+    written, ``read(handle, index, dtype)`` the value having read, exactly as storage.py's
+    first branch of the op would; either answers None, having changed nothing, in every
+    other case (kernels/cpu_raw_ops.cpp), and always where nothing was compiled."""
+
+    def __init__(self):
+        self._classes = None
+        self._why = "not loaded yet"
+
+    def serve(self, handle_type, storage_type, uniform_layout_type):
+        """The classes whose state the compiled code reads (raw_ops.py names them: they
+        live above this module)."""
+        self._classes = (handle_type, storage_type, uniform_layout_type)
+        self.unbind()
+
+    def write(self, handle, index, value, flow_in):
+        self._bind()
+        return self.write(handle, index, value, flow_in)
+
+    def read(self, handle, index, dtype):
+        self._bind()
+        return self.read(handle, index, dtype)
+
+    def status(self):
+        """(True, how) when the compiled code takes calls, else (False, why not)."""
+        if "write" not in vars(self):
+            self._bind()
+        return self.write is not _not_taken, self._why
+
+    def _bind(self):
+        # The instance's attributes shadow the methods above from now on.
+        module, self._why = _RAW_OPS.loaded()
+        if module is not None and self._classes is None:
+            module, self._why = None, "raw_ops.py has not named its classes (serve)"
+        if module is not None:
+            try:
+                module.configure(*self._classes, type(threading.Lock()), np.dtype("float32"), dtypes.resolved())
+            except TypeError as error:
+                module, self._why = None, f"the compiled raw ops cannot read this library's state: {error}"
+        self.write, self.read = (_not_taken, _not_taken) if module is None else (module.write, module.read)
+
+    def unbind(self):
+        vars(self).pop("write", None)
+        vars(self).pop("read", None)
+
+
+RAW_OPS = _RawOps()
+
+
+def raw_op_status():
+    """(True, how) when raw Write and Read take their common case in compiled code, else
+    (False, why not)."""
+    return RAW_OPS.status()
+
+
+def reset():
+    """Forget the outcome of loading (tests: a changed environment or compiler lookup)."""
+    _ADD_ROWS.reset()
+    _RAW_OPS.reset()
+    RAW_OPS.unbind()

@@ -1,0 +1,386 @@
+// The common case of TensorArrayWriteV3 and TensorArrayReadV3 on host arrays (the
+// numpy and emulated backends), in C: a first write of an accepted shape into a
+// uniform layout with room, and a read of a slot holding a value. storage.py takes
+// these same branches in Python first thing in ``write`` and ``read``; here they skip
+// about 0.8 us of interpreter work per call, which is what a loop of small raw ops costs.
+//
+// Each function answers None, having changed nothing, whenever anything is not the
+// common case (a wrong type, a bound, a flag, a closed array, a held lock, a recorder:
+// raw_ops.py checks that), and raw_ops.py then runs the Python op from its start, so
+// every error, and every rare path, is the Python code's. This file decides nothing
+// that code does not decide the same way.
+//
+// Why no lock is taken: storage runs every op under the array's lock. Under the GIL,
+// a lock found free stays free while this code runs, because it never releases the GIL,
+// calls no Python code and allocates nothing the cyclic collector tracks (the one
+// tracked allocation, a read's view, is made with the collector paused): the op is as
+// atomic as if it held the lock. A free-threaded build has no such guarantee, so there
+// every call answers None.
+//
+// The state is read where CPython keeps it: raw_ops.py's ``configure`` names the
+// classes, whose fields are ``__slots__``; a slot's member descriptor gives its offset
+// in the object, as CPython's own attribute cache uses it.
+//
+// Built by g++ against this Python's and this NumPy's headers (backends/cpu_kernels.py).
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+
+#include <cstring>
+
+#ifndef Py_T_OBJECT_EX
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#define Py_READONLY READONLY
+#endif
+
+// storage.py's slot flags.
+enum : unsigned char { WRITTEN = 1, READ = 2, CLEARED = 4, VALUE = 8 };
+static const unsigned char STORED = WRITTEN | VALUE;
+static const unsigned char READABLE = WRITTEN | VALUE | CLEARED;
+static const unsigned char CLEARED_AFTER_READ = WRITTEN | READ | CLEARED;
+
+// The fields read, as (class, name): Handle.array, then ArrayStorage's, then UniformLayout's.
+enum Field {
+    HANDLE_ARRAY,
+    DTYPE, CLEAR_AFTER_READ, SIZE, DYNAMIC_SIZE, FLAGS, LOCK, ATTENTION, LAYOUT, ACCEPTED_SHAPE, WRITTEN_COUNT,
+    CLEARED_COUNT, UNREAD,
+    SLAB, VIEW,
+    N_FIELDS
+};
+static const char* const FIELD_NAMES[N_FIELDS] = {
+    "array",
+    "dtype", "clear_after_read", "_size", "_dynamic_size", "_flags", "_lock", "_attention", "_layout",
+    "_accepted_shape", "_written_count", "_cleared_count", "_unread",
+    "slab", "view",
+};
+static const int FIRST_STORAGE_FIELD = DTYPE, FIRST_LAYOUT_FIELD = SLAB;
+
+struct State {
+    PyTypeObject* handle_type;
+    PyTypeObject* storage_type;
+    PyTypeObject* layout_type;        // UniformLayout
+    PyTypeObject* lock_type;          // threading.Lock's
+    PyObject* flow_dtype;             // float32
+    PyObject* dtype_names;            // dtypes.as_dtype's cache: spelling -> dtype
+    PyObject* locked;                 // "locked"
+    Py_ssize_t offsets[N_FIELDS];
+    bool configured;
+};
+
+static State* state_of(PyObject* module) { return static_cast<State*>(PyModule_GetState(module)); }
+
+// A field's value (borrowed), or nullptr when unset.
+static inline PyObject* get(const State* st, PyObject* object, Field field) {
+    return *reinterpret_cast<PyObject**>(reinterpret_cast<char*>(object) + st->offsets[field]);
+}
+
+// Replace a field's value with ``value`` (a new reference, given to the field).
+static inline void set(const State* st, PyObject* object, Field field, PyObject* value) {
+    PyObject** slot = reinterpret_cast<PyObject**>(reinterpret_cast<char*>(object) + st->offsets[field]);
+    Py_XSETREF(*slot, value);
+}
+
+// A non-negative int32 index: raw_ops' own check takes anything else.
+static bool index_of(PyObject* object, Py_ssize_t* index) {
+    if (!PyLong_CheckExact(object)) return false;
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(object, &overflow);
+    if (overflow || value < 0 || value > 2147483647LL) {
+        PyErr_Clear();
+        return false;
+    }
+    *index = static_cast<Py_ssize_t>(value);
+    return true;
+}
+
+static Py_ssize_t count_of(PyObject* object) {
+    if (object == nullptr || !PyLong_CheckExact(object)) return -1;
+    const Py_ssize_t count = PyLong_AsSsize_t(object);
+    if (count < 0) PyErr_Clear();
+    return count;
+}
+
+// The ArrayStorage behind ``handle``, else nullptr.
+static PyObject* storage_of(const State* st, PyObject* handle) {
+    if (Py_TYPE(handle) != st->handle_type) return nullptr;
+    PyObject* array = get(st, handle, HANDLE_ARRAY);
+    return array != nullptr && Py_TYPE(array) == st->storage_type ? array : nullptr;
+}
+
+// Whether ``array``'s lock is free (see the top) and it needs no attention (closed, or a
+// stack's read marks pending: storage.py's _attend).
+static bool is_free(const State* st, PyObject* array) {
+    PyObject* lock = get(st, array, LOCK);
+    if (lock == nullptr || Py_TYPE(lock) != st->lock_type) return false;
+    PyObject* args[1] = {lock};
+    PyObject* held = PyObject_VectorcallMethod(st->locked, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr);
+    if (held == nullptr) {
+        PyErr_Clear();
+        return false;
+    }
+    Py_DECREF(held);
+    return held == Py_False && get(st, array, ATTENTION) == Py_False;
+}
+
+// The flag byte of ``index`` when it is below len(flags), else nullptr.
+static unsigned char* flag_of(const State* st, PyObject* array, Py_ssize_t index) {
+    PyObject* flags = get(st, array, FLAGS);
+    if (flags == nullptr || !PyByteArray_CheckExact(flags) || index >= PyByteArray_GET_SIZE(flags)) return nullptr;
+    return reinterpret_cast<unsigned char*>(PyByteArray_AS_STRING(flags)) + index;
+}
+
+// The layout's array field ``field`` when the layout is a UniformLayout and it is an array.
+static PyArrayObject* uniform_rows(const State* st, PyObject* array, Field field) {
+    PyObject* layout = get(st, array, LAYOUT);
+    if (layout == nullptr || Py_TYPE(layout) != st->layout_type) return nullptr;
+    PyObject* rows = get(st, layout, field);
+    return rows != nullptr && PyArray_Check(rows) ? reinterpret_cast<PyArrayObject*>(rows) : nullptr;
+}
+
+static bool same_shape(PyObject* shape, int ndim, const npy_intp* dims) {
+    if (shape == nullptr || !PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) != ndim) return false;
+    for (int i = 0; i < ndim; ++i) {
+        PyObject* item = PyTuple_GET_ITEM(shape, i);
+        if (!PyLong_CheckExact(item) || PyLong_AsSsize_t(item) != dims[i]) {
+            PyErr_Clear();
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_flow(const State* st, PyObject* flow) {
+    return PyArray_CheckExact(flow) && PyArray_NDIM(reinterpret_cast<PyArrayObject*>(flow)) == 0 &&
+           reinterpret_cast<PyObject*>(PyArray_DESCR(reinterpret_cast<PyArrayObject*>(flow))) == st->flow_dtype;
+}
+
+// write(handle, index, value, flow_in) -> flow_in when ``value`` was written, else None.
+// storage.ArrayStorage.write's first branch: a C-contiguous ndarray of the array's dtype and
+// of ``_accepted_shape``, into an empty slot below the slab's capacity.
+static PyObject* write_common(PyObject* module, PyObject* const* args, Py_ssize_t n_args) {
+    const State* st = state_of(module);
+#ifndef Py_GIL_DISABLED
+    Py_ssize_t index;
+    if (n_args != 4 || !st->configured || !index_of(args[1], &index) || !is_flow(st, args[3]) ||
+            !PyArray_CheckExact(args[2])) {
+        Py_RETURN_NONE;
+    }
+    PyArrayObject* value = reinterpret_cast<PyArrayObject*>(args[2]);
+    PyObject* array = storage_of(st, args[0]);
+    if (array == nullptr || !is_free(st, array) ||
+            reinterpret_cast<PyObject*>(PyArray_DESCR(value)) != get(st, array, DTYPE) ||
+            PyDataType_REFCHK(PyArray_DESCR(value)) || !PyArray_IS_C_CONTIGUOUS(value)) {
+        Py_RETURN_NONE;
+    }
+    const Py_ssize_t size = count_of(get(st, array, SIZE));
+    unsigned char* flag = flag_of(st, array, index);
+    if (size < 0 || flag == nullptr || *flag != 0 || (index >= size && get(st, array, DYNAMIC_SIZE) != Py_True) ||
+            !same_shape(get(st, array, ACCEPTED_SHAPE), PyArray_NDIM(value), PyArray_DIMS(value))) {
+        Py_RETURN_NONE;
+    }
+    PyArrayObject* slab = uniform_rows(st, array, SLAB);
+    const int ndim = PyArray_NDIM(value);
+    if (slab == nullptr || !PyArray_CheckExact(reinterpret_cast<PyObject*>(slab)) || PyArray_NDIM(slab) != ndim + 1 ||
+            PyArray_DESCR(slab) != PyArray_DESCR(value) || !PyArray_IS_C_CONTIGUOUS(slab) ||
+            !PyArray_ISWRITEABLE(slab) || index >= PyArray_DIM(slab, 0) ||
+            std::memcmp(PyArray_DIMS(slab) + 1, PyArray_DIMS(value), sizeof(npy_intp) * ndim) != 0) {
+        Py_RETURN_NONE;
+    }
+    const Py_ssize_t written = count_of(get(st, array, WRITTEN_COUNT));
+    PyObject* new_written = written < 0 ? nullptr : PyLong_FromSsize_t(written + 1);
+    PyObject* new_size = index < size ? nullptr : PyLong_FromSsize_t(index + 1);
+    if (new_written == nullptr || (index >= size && new_size == nullptr)) {
+        Py_XDECREF(new_written);
+        Py_XDECREF(new_size);
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    // Everything is checked and allocated: from here on nothing fails. memmove: a value
+    // may be a view of the slab (of this very row, at most).
+    const npy_intp row_bytes = PyArray_NBYTES(value);
+    std::memmove(PyArray_BYTES(slab) + index * row_bytes, PyArray_BYTES(value), row_bytes);
+    if (new_size != nullptr) set(st, array, SIZE, new_size);
+    *flag = STORED;
+    set(st, array, WRITTEN_COUNT, new_written);
+    Py_INCREF(args[3]);
+    return args[3];
+#else
+    (void)st; (void)args; (void)n_args;
+    Py_RETURN_NONE;
+#endif
+}
+
+// read(handle, index, dtype) -> the value of slot ``index``, else None. storage.ArrayStorage.read's
+// first branch: a slot holding a value, read from a uniform layout as a read-only view.
+static PyObject* read_common(PyObject* module, PyObject* const* args, Py_ssize_t n_args) {
+    const State* st = state_of(module);
+#ifndef Py_GIL_DISABLED
+    Py_ssize_t index;
+    if (n_args != 3 || !st->configured || !index_of(args[1], &index)) Py_RETURN_NONE;
+    PyObject* array = storage_of(st, args[0]);
+    if (array == nullptr) Py_RETURN_NONE;
+    // The requested dtype as dtypes.as_dtype resolved it before, looked up only for
+    // spellings whose hash runs no Python code; and before the lock is looked at.
+    PyObject* requested = args[2];
+    if (requested != get(st, array, DTYPE)) {
+        if (!PyUnicode_CheckExact(requested) && !PyArray_DescrCheck(requested) && !PyType_Check(requested)) {
+            Py_RETURN_NONE;
+        }
+        requested = PyDict_GetItemWithError(st->dtype_names, requested);
+        if (requested == nullptr) PyErr_Clear();
+    }
+    if (requested != get(st, array, DTYPE) || !is_free(st, array)) Py_RETURN_NONE;
+    const Py_ssize_t size = count_of(get(st, array, SIZE));
+    unsigned char* flag = flag_of(st, array, index);
+    PyObject* clear_after_read = get(st, array, CLEAR_AFTER_READ);
+    PyArrayObject* view = uniform_rows(st, array, VIEW);
+    if (index >= size || flag == nullptr || (*flag & READABLE) != STORED || view == nullptr ||
+            PyArray_NDIM(view) < 1 || index >= PyArray_DIM(view, 0) ||
+            (clear_after_read != Py_True && clear_after_read != Py_False)) {
+        Py_RETURN_NONE;
+    }
+    PyObject* new_cleared = nullptr;
+    if (clear_after_read == Py_True) {
+        const Py_ssize_t cleared = count_of(get(st, array, CLEARED_COUNT));
+        new_cleared = cleared < 0 ? nullptr : PyLong_FromSsize_t(cleared + 1);
+        if (new_cleared == nullptr) {
+            PyErr_Clear();
+            Py_RETURN_NONE;
+        }
+    }
+    // view[index, ...]: the layout's row as NumPy makes it, read-only, its base the view.
+    PyArray_Descr* descr = PyArray_DESCR(view);
+    Py_INCREF(descr);
+    const int collecting = PyGC_Disable();
+    PyObject* row = PyArray_NewFromDescr(Py_TYPE(view), descr, PyArray_NDIM(view) - 1, PyArray_DIMS(view) + 1,
+                                         PyArray_STRIDES(view) + 1, PyArray_BYTES(view) + index * PyArray_STRIDE(view, 0),
+                                         PyArray_FLAGS(view) & ~NPY_ARRAY_WRITEABLE, nullptr);
+    if (collecting) PyGC_Enable();
+    Py_INCREF(view);
+    if (row == nullptr || PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(row),
+                                                reinterpret_cast<PyObject*>(view)) < 0) {
+        if (row == nullptr) Py_DECREF(view);
+        Py_XDECREF(row);
+        Py_XDECREF(new_cleared);
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    // From here on nothing fails.
+    Py_INCREF(Py_False);
+    set(st, array, UNREAD, Py_False);
+    if (new_cleared != nullptr) {
+        *flag = CLEARED_AFTER_READ;
+        set(st, array, CLEARED_COUNT, new_cleared);
+    } else {
+        *flag |= READ;
+    }
+    return row;
+#else
+    (void)st; (void)args; (void)n_args;
+    Py_RETURN_NONE;
+#endif
+}
+
+// A writable object slot's offset in instances of ``type``; -1 (an error set) otherwise.
+static Py_ssize_t slot_offset(PyTypeObject* type, const char* name) {
+    PyObject* descriptor = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), name);
+    if (descriptor == nullptr) return -1;
+    Py_ssize_t offset = -1;
+    if (Py_TYPE(descriptor) == &PyMemberDescr_Type) {
+        const PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descriptor)->d_member;
+        if (member->type == Py_T_OBJECT_EX && !(member->flags & Py_READONLY)) offset = member->offset;
+    }
+    Py_DECREF(descriptor);
+    if (offset < 0) PyErr_Format(PyExc_TypeError, "%s.%s is not a slot of objects", type->tp_name, name);
+    return offset;
+}
+
+// configure(handle_type, storage_type, uniform_layout_type, lock_type, flow_dtype, dtype_names)
+static PyObject* configure(PyObject* module, PyObject* const* args, Py_ssize_t n_args) {
+    State* st = state_of(module);
+    if (n_args != 6 || !PyType_Check(args[0]) || !PyType_Check(args[1]) || !PyType_Check(args[2]) ||
+            !PyType_Check(args[3]) || !PyArray_DescrCheck(args[4]) || !PyDict_CheckExact(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "configure(handle_type, storage_type, uniform_layout_type, lock_type, "
+                                         "flow_dtype, dtype_names)");
+        return nullptr;
+    }
+    PyTypeObject* types[3] = {reinterpret_cast<PyTypeObject*>(args[0]), reinterpret_cast<PyTypeObject*>(args[1]),
+                              reinterpret_cast<PyTypeObject*>(args[2])};
+    for (int field = 0; field < N_FIELDS; ++field) {
+        PyTypeObject* owner = types[field >= FIRST_LAYOUT_FIELD ? 2 : field >= FIRST_STORAGE_FIELD ? 1 : 0];
+        if ((st->offsets[field] = slot_offset(owner, FIELD_NAMES[field])) < 0) return nullptr;
+    }
+    PyObject** kept[6] = {reinterpret_cast<PyObject**>(&st->handle_type), reinterpret_cast<PyObject**>(&st->storage_type),
+                          reinterpret_cast<PyObject**>(&st->layout_type), reinterpret_cast<PyObject**>(&st->lock_type),
+                          &st->flow_dtype, &st->dtype_names};
+    for (int i = 0; i < 6; ++i) {
+        Py_INCREF(args[i]);
+        Py_XSETREF(*kept[i], args[i]);
+    }
+    st->configured = true;
+    Py_RETURN_NONE;
+}
+
+// Whether write and read can ever answer anything but None in this build.
+static PyObject* enabled(PyObject*, PyObject*) {
+#ifdef Py_GIL_DISABLED
+    Py_RETURN_FALSE;
+#else
+    Py_RETURN_TRUE;
+#endif
+}
+
+static int exec_module(PyObject* module) {
+    if (_import_array() < 0) return -1;
+    State* st = state_of(module);
+    st->locked = PyUnicode_InternFromString("locked");
+    return st->locked == nullptr ? -1 : 0;
+}
+
+static int traverse(PyObject* module, visitproc visit, void* arg) {
+    State* st = state_of(module);
+    Py_VISIT(st->handle_type);
+    Py_VISIT(st->storage_type);
+    Py_VISIT(st->layout_type);
+    Py_VISIT(st->lock_type);
+    Py_VISIT(st->flow_dtype);
+    Py_VISIT(st->dtype_names);
+    return 0;
+}
+
+static int clear(PyObject* module) {
+    State* st = state_of(module);
+    st->configured = false;
+    Py_CLEAR(st->handle_type);
+    Py_CLEAR(st->storage_type);
+    Py_CLEAR(st->layout_type);
+    Py_CLEAR(st->lock_type);
+    Py_CLEAR(st->flow_dtype);
+    Py_CLEAR(st->dtype_names);
+    Py_CLEAR(st->locked);
+    return 0;
+}
+
+static void free_module(void* module) { clear(static_cast<PyObject*>(module)); }
+
+static PyMethodDef METHODS[] = {
+    {"write", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(write_common)), METH_FASTCALL,
+     "write(handle, index, value, flow_in) -> flow_in when written, else None (nothing changed)"},
+    {"read", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(read_common)), METH_FASTCALL,
+     "read(handle, index, dtype) -> the value when read, else None (nothing changed)"},
+    {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(configure)), METH_FASTCALL,
+     "configure(handle_type, storage_type, uniform_layout_type, lock_type, flow_dtype, dtype_names)"},
+    {"enabled", enabled, METH_NOARGS, "whether write and read can take any call in this build"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+static PyModuleDef_Slot SLOTS[] = {{Py_mod_exec, reinterpret_cast<void*>(exec_module)}, {0, nullptr}};
+
+static PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "gpu_tensorarray_cpu_raw_ops", "Raw Write and Read's common case, compiled.",
+    sizeof(State), METHODS, SLOTS, traverse, clear, free_module,
+};
+
+PyMODINIT_FUNC PyInit_gpu_tensorarray_cpu_raw_ops(void) { return PyModuleDef_Init(&MODULE); }
