@@ -13,7 +13,7 @@ import numpy as np
 
 from . import dtypes
 from .backends import get_backend
-from .backends.cpu_kernels import RAW_OPS as _compiled
+from .backends.cpu_kernels import compiled_raw_ops
 from .errors import InvalidArgumentError, NotFoundError, about, shown
 from .host import (INT32_MAX, checked_int64_sum, host_indices, host_ints, host_ints_bounded, is_index_vector,
                    scalar_int)
@@ -39,9 +39,6 @@ TensorArrayGradWithShapeOutput = namedtuple("TensorArrayGradWithShape", ["grad_h
 _record = None
 _INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
 _INT32_MIN = -INT32_MAX - 1
-# Write and Read try their common case in compiled code first (backends/cpu_kernels.py),
-# which reads these classes' state.
-_compiled.serve(Handle, ArrayStorage, UniformLayout)
 
 
 def _lookup(handle):
@@ -107,12 +104,8 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
     return TensorArrayV3Output(handle, backend.flow(0.0))
 
 
-def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
+def _write_op(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
-    if _record is None:
-        flow_out = _compiled.write(handle, index, value, flow_in)       # the common case, or None
-        if flow_out is not None:
-            return flow_out
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
@@ -123,12 +116,8 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     return flow_out
 
 
-def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
+def _read_op(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
-    if _record is None:
-        value = _compiled.read(handle, index, dtype)                  # the common case, or None
-        if value is not None:
-            return value
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
@@ -138,7 +127,7 @@ def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     return value
 
 
-def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
+def _gather_op(handle, indices, flow_in, dtype, element_shape=None, name=None):
     """The elements at ``indices``, stacked along a new first axis."""
     if type(indices) is range:
         indices, bounds = host_indices(indices, owner=handle), None
@@ -150,6 +139,13 @@ def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, nam
     if _record is not None:
         _record("TensorArrayGatherV3", (handle, indices, flow_in), (value,), array.dtype)
     return value
+
+
+# Write, Read and Gather are the ops above where g++ cannot build kernels/cpu_raw_ops.cpp; else
+# its functions, which take the ops' common case in C (without a Python call: a loop of small
+# writes or reads costs what this call costs) and call the ops above for every other.
+TensorArrayWriteV3, TensorArrayReadV3, TensorArrayGatherV3 = (
+    compiled_raw_ops(globals(), Handle, ArrayStorage, UniformLayout) or (_write_op, _read_op, _gather_op))
 
 
 def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):

@@ -32,6 +32,7 @@ _RECORD_FORMAT = "gpu_tensorarray-kernels-v1"
 _RECORD_SUFFIX = ".sha256"
 _NO_FOLLOW = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
 _warned = set()
+_loaded_descriptors = []
 
 
 def cache_folder():
@@ -97,17 +98,24 @@ def _load_cached(folder, folder_fd, name, load):
         fd = os.open(name, os.O_RDONLY | _NO_FOLLOW, dir_fd=folder_fd)
     except OSError:
         return None
+    library = None
     try:
         status = os.fstat(fd)
         size, digest = record
-        if not stat.S_ISREG(status.st_mode) or not _private(status) or status.st_size != size or _digest(fd) != digest:
-            return None
-        try:
-            return load(_descriptor_path(fd, folder / name))
-        except (OSError, UnavailableError):      # not loadable, or not our kernels: rebuild
-            return None
+        if stat.S_ISREG(status.st_mode) and _private(status) and status.st_size == size and _digest(fd) == digest:
+            try:
+                library = load(_descriptor_path(fd, folder / name))
+            except (OSError, UnavailableError):      # not loadable, or not our kernels: rebuild
+                pass
     finally:
-        os.close(fd)
+        if library is None:
+            os.close(fd)
+        else:
+            # Loaded: the descriptor stays open for the life of the process, so that no later
+            # file gets its number. The loader knows a library by the path it was given, and a
+            # later load of /proc/self/fd/<that number> would be handed this library again.
+            _loaded_descriptors.append(fd)
+    return library
 
 
 def _read_record(folder_fd, name):

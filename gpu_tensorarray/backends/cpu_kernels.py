@@ -2,9 +2,11 @@
 extension modules.
 
 - kernels/cpu_add_rows.cpp, the scatter-add (``add_rows_function``);
-- kernels/cpu_raw_ops.cpp, raw Write and Read's common case (``RAW_OPS``).
+- kernels/cpu_raw_ops.cpp, raw Write, Read and Gather with their common case in C
+  (``compiled_raw_ops``).
 
-Both are optional. Each is built on first use (a few seconds, once: the library is
+Both are optional. Each is built on first use (the raw ops when raw_ops.py is imported;
+under a second, or a few seconds, once: the library is
 cached on disk exactly as the emulated backend's is, build_cache.py says how it is
 kept safe). Where no compiler or no Python headers are found, the build fails, or
 GPU_TENSORARRAY_CPU_KERNELS=0, the Python code runs instead: the same results, bit for
@@ -28,7 +30,7 @@ from .. import dtypes
 from ..errors import UnavailableError
 from . import build_cache, kernel_sources
 
-__all__ = ["add_rows_function", "status", "RAW_OPS", "raw_op_status", "reset", "DISABLE_ENV", "ADDED",
+__all__ = ["add_rows_function", "status", "compiled_raw_ops", "raw_op_status", "reset", "DISABLE_ENV", "ADDED",
            "REFUSED", "OVERLAP"]
 
 COMPILER = "g++"
@@ -179,69 +181,37 @@ _RAW_OPS = _Extension("cpu_raw_ops.cpp", "gpu_tensorarray_cpu_raw_ops", "cpu-raw
                       lambda: kernel_sources.host_source("cpu_raw_ops.cpp"), _enabled, _numpy_headers)
 
 
-def _not_taken(*args):
-    return None
+_raw_ops_why = "not loaded yet"
 
 
-class _RawOps:
-    """Raw Write and Read's common case in compiled code, bound on first use (which builds
-    it, once). ``write(handle, index, value, flow_in)`` answers ``flow_in`` having
-    written, ``read(handle, index, dtype)`` the value having read, exactly as storage.py's
-    first branch of the op would; either answers None, having changed nothing, in every
-    other case (kernels/cpu_raw_ops.cpp), and always where nothing was compiled."""
+def compiled_raw_ops(namespace, handle_type, storage_type, uniform_layout_type):
+    """(TensorArrayWriteV3, TensorArrayReadV3, TensorArrayGatherV3) of kernels/cpu_raw_ops.cpp,
+    or None where it cannot be built or used here (``raw_op_status`` says why).
 
-    def __init__(self):
-        self._classes = None
-        self._why = "not loaded yet"
-
-    def serve(self, handle_type, storage_type, uniform_layout_type):
-        """The classes whose state the compiled code reads (raw_ops.py names them: they
-        live above this module)."""
-        self._classes = (handle_type, storage_type, uniform_layout_type)
-        self.unbind()
-
-    def write(self, handle, index, value, flow_in):
-        self._bind()
-        return self.write(handle, index, value, flow_in)
-
-    def read(self, handle, index, dtype):
-        self._bind()
-        return self.read(handle, index, dtype)
-
-    def status(self):
-        """(True, how) when the compiled code takes calls, else (False, why not)."""
-        if "write" not in vars(self):
-            self._bind()
-        return self.write is not _not_taken, self._why
-
-    def _bind(self):
-        # The instance's attributes shadow the methods above from now on.
-        module, self._why = _RAW_OPS.loaded()
-        if module is not None and self._classes is None:
-            module, self._why = None, "raw_ops.py has not named its classes (serve)"
-        if module is not None:
-            try:
-                module.configure(*self._classes, type(threading.Lock()), np.dtype("float32"), dtypes.resolved())
-            except TypeError as error:
-                module, self._why = None, f"the compiled raw ops cannot read this library's state: {error}"
-        self.write, self.read = (_not_taken, _not_taken) if module is None else (module.write, module.read)
-
-    def unbind(self):
-        vars(self).pop("write", None)
-        vars(self).pop("read", None)
-
-
-RAW_OPS = _RawOps()
+    Each takes its op's common case in C, exactly as storage.py's branch for it would,
+    reading the state of the three classes' instances; every other call, and every call
+    while ``namespace["_record"]`` is not None, goes to ``namespace["_write_op"]``,
+    ``["_read_op"]`` or ``["_gather_op"]`` (looked up at the call) with the caller's arguments."""
+    global _raw_ops_why
+    module, _raw_ops_why = _RAW_OPS.loaded()
+    if module is None:
+        return None
+    try:
+        module.configure(namespace, handle_type, storage_type, uniform_layout_type, type(threading.Lock()),
+                         np.dtype("float32"), dtypes.resolved())
+    except TypeError as error:
+        _raw_ops_why = f"the compiled raw ops cannot read this library's state: {error}"
+        return None
+    return module.TensorArrayWriteV3, module.TensorArrayReadV3, module.TensorArrayGatherV3
 
 
 def raw_op_status():
-    """(True, how) when raw Write and Read take their common case in compiled code, else
-    (False, why not)."""
-    return RAW_OPS.status()
+    """(True, how) when raw Write, Read and Gather take their common case in compiled code, else
+    (False, why not), as of the last ``compiled_raw_ops``."""
+    return _raw_ops_why.startswith("compiled"), _raw_ops_why
 
 
 def reset():
     """Forget the outcome of loading (tests: a changed environment or compiler lookup)."""
     _ADD_ROWS.reset()
     _RAW_OPS.reset()
-    RAW_OPS.unbind()

@@ -24,43 +24,55 @@ from gpu_tensorarray.storage import ArrayStorage
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-def _not_taken(*args):
-    return None
-
-
 class _Counted:
-    """The compiled ``write``/``read``, counting the calls they took."""
+    """A function, counting its calls."""
 
     def __init__(self, function):
-        self.function, self.taken = function, 0
+        self.function, self.calls = function, 0
 
-    def __call__(self, *args):
-        answer = self.function(*args)
-        self.taken += answer is not None
-        return answer
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.function(*args, **kwargs)
+
+
+class _Taken:
+    """How many calls of a compiled op its common case took: the calls, less those that
+    reached the Python op."""
+
+    def __init__(self, monkeypatch, op, python_op):
+        self.op, self.python_op = _Counted(getattr(raw_ops, op)), _Counted(getattr(raw_ops, python_op))
+        monkeypatch.setattr(raw_ops, op, self.op)
+        monkeypatch.setattr(raw_ops, python_op, self.python_op)
+
+    @property
+    def taken(self):
+        return self.op.calls - self.python_op.calls
+
+
+def _is_compiled(function):
+    return type(function).__name__ == "builtin_function_or_method"
 
 
 @pytest.fixture
 def compiled(monkeypatch):
-    """The compiled paths, counted; skipped where they cannot be built, except under
-    CI=true (CI machines have g++ and the headers, and the bench figures rest on them)."""
-    cpu_kernels.reset()
-    usable, why = cpu_kernels.raw_op_status()
-    if not usable:
+    """raw_ops' compiled Write and Read, counted; skipped where they could not be built,
+    except under CI=true (CI machines have g++ and the headers, and the bench figures
+    rest on them)."""
+    if not all(_is_compiled(op) for op in (raw_ops.TensorArrayWriteV3, raw_ops.TensorArrayReadV3,
+                                           raw_ops.TensorArrayGatherV3)):
+        why = cpu_kernels.raw_op_status()[1]
         if os.environ.get("CI"):
             pytest.fail(f"CI=true and no compiled raw ops: {why}")
         pytest.skip(f"no compiled raw ops here: {why}")
-    write, read = _Counted(cpu_kernels.RAW_OPS.write), _Counted(cpu_kernels.RAW_OPS.read)
-    monkeypatch.setattr(cpu_kernels.RAW_OPS, "write", write)
-    monkeypatch.setattr(cpu_kernels.RAW_OPS, "read", read)
-    yield write, read
-    monkeypatch.undo()
-    cpu_kernels.reset()
+    with monkeypatch.context() as patch:
+        yield (_Taken(patch, "TensorArrayWriteV3", "_write_op"), _Taken(patch, "TensorArrayReadV3", "_read_op"),
+               _Taken(patch, "TensorArrayGatherV3", "_gather_op"))
 
 
 def _python_only(monkeypatch):
-    monkeypatch.setattr(cpu_kernels.RAW_OPS, "write", _not_taken)
-    monkeypatch.setattr(cpu_kernels.RAW_OPS, "read", _not_taken)
+    monkeypatch.setattr(raw_ops, "TensorArrayWriteV3", raw_ops._write_op)
+    monkeypatch.setattr(raw_ops, "TensorArrayReadV3", raw_ops._read_op)
+    monkeypatch.setattr(raw_ops, "TensorArrayGatherV3", raw_ops._gather_op)
 
 
 # -- one program, run both ways ----------------------------------------------------------------
@@ -101,11 +113,12 @@ def _run(program, config):
     return outcomes, [_state(handle) for handle, _ in handles]
 
 
-def _both_ways(program, config, monkeypatch, counted):
+def _both_ways(program, config, counted):
     with_compiled = _run(program, config)
-    taken = counted[0].taken + counted[1].taken
-    _python_only(monkeypatch)
-    python = _run(program, config)
+    taken = sum(op.taken for op in counted)
+    with pytest.MonkeyPatch.context() as patch:
+        _python_only(patch)
+        python = _run(program, config)
     assert with_compiled == python
     return taken, with_compiled[0]
 
@@ -167,6 +180,29 @@ def _write_back(which, source, index):
     return step
 
 
+def _gather(which, indices, kind, dtype):
+    requested = dtype
+
+    def step(handles):
+        handle, flow = handles[which]
+        vector = {"int64": np.array(indices, np.int64), "int32": np.array(indices, np.int32), "list": list(indices),
+                  "strided": np.repeat(np.array(indices, np.int64), 2)[::2]}[kind]
+        return raw_ops.TensorArrayGatherV3(handle, vector, flow, requested)
+    return step
+
+
+def _fill(which, seed, dtype, shape):
+    """Write every unwritten slot (so that gathers find them all written)."""
+    def step(handles):
+        handle, flow = handles[which]
+        array = handle.array
+        for index in range(array.size):
+            if not array.closed and not array.slot_state(index).written:
+                flow = raw_ops.TensorArrayWriteV3(handle, index, _value("good", dtype, shape, seed + index), flow)
+        return flow
+    return step
+
+
 def _other(which, op):
     def step(handles):
         handle, flow = handles[which]
@@ -181,19 +217,33 @@ def _other(which, op):
 @st.composite
 def programs(draw):
     dtype, shape = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(SHAPES))
-    config = [dict(size=draw(st.integers(0, 5)), dtype=dtype, element_shape=draw(st.sampled_from([list(shape), None])),
+    config = [dict(size=draw(st.one_of(st.integers(0, 6), st.integers(9, 12))), dtype=dtype, element_shape=draw(st.sampled_from([list(shape), None])),
                    dynamic_size=draw(st.booleans()), clear_after_read=draw(st.booleans()))
               for _ in range(2)]
     steps = []
     for seed in range(draw(st.integers(1, 30))):
-        which, index = draw(st.integers(0, 1)), draw(st.one_of(st.integers(0, 5), st.integers(0, 5), st.integers(-1, 7)))
+        which = draw(st.integers(0, 1))
+        size = config[which]["size"]
+        index = draw(st.one_of(st.integers(0, max(size - 1, 0)), st.integers(0, max(size - 1, 0)),
+                               st.integers(-1, size + 1)))
         index_kind = draw(st.sampled_from(["int"] * 12 + ["numpy", "bool", "big"]))
-        kind = draw(st.sampled_from(["write"] * 5 + ["read"] * 5 + ["write back", "stack", "size"]))
+        kind = draw(st.sampled_from(["write"] * 5 + ["read"] * 5 + ["gather"] * 3 + ["fill", "write back", "stack", "size"]))
         if kind == "write":
             steps.append(_write(which, index, draw(st.sampled_from(VALUE_KINDS)), index_kind, seed, dtype, shape))
         elif kind == "read":
             spelling = draw(st.sampled_from(["name", "name", "type", "dtype", "wrong"]))
             steps.append(_read(which, index, index_kind, spelling, dtype))
+        elif kind == "gather":
+            within = st.integers(0, max(size - 1, 0))
+            if draw(st.booleans()) and size >= 9:     # distinct: what a clearing array can gather
+                indices = draw(st.lists(within, min_size=9, max_size=size, unique=True))
+            else:
+                indices = draw(st.lists(st.one_of(within, within, within, st.integers(-1, size + 1)), min_size=9,
+                                        max_size=14))
+            steps.append(_gather(which, indices, draw(st.sampled_from(["int64"] * 4 + ["int32", "list", "strided"])),
+                                 dtype))
+        elif kind == "fill":
+            steps.append(_fill(which, seed, dtype, shape))
         elif kind == "write back":
             steps.append(_write_back(which, draw(st.integers(0, 4)), index))
         else:
@@ -205,9 +255,9 @@ def programs(draw):
 
 @settings(max_examples=500, deadline=None, suppress_health_check=list(HealthCheck))
 @given(program=programs())
-def test_every_program_runs_alike_with_and_without_the_compiled_paths(program, compiled, monkeypatch):
-    with monkeypatch.context() as patch, gta.device("cpu"):
-        _both_ways(*program, patch, compiled)
+def test_every_program_runs_alike_with_and_without_the_compiled_paths(program, compiled):
+    with gta.device("cpu"):
+        _both_ways(*program, compiled)
 
 
 def _config(size, dtype="float32", shape=(4,), **attrs):
@@ -216,7 +266,7 @@ def _config(size, dtype="float32", shape=(4,), **attrs):
 
 @pytest.mark.parametrize("backend", ["numpy", "emulated"])
 @pytest.mark.parametrize("dtype,shape", [("float32", (64,)), ("int64", ()), ("complex128", (2, 3)), ("bool", (5,))])
-def test_the_common_case_is_compiled_and_stores_copies(backend, dtype, shape, compiled, monkeypatch):
+def test_the_common_case_is_compiled_and_stores_copies(backend, dtype, shape, compiled):
     """Writes after the first (which allocates the slab, in Python) and reads of
     written slots are taken by the compiled paths; what they store and return is what
     NumPy copies of the values say, and changing a value after writing it changes nothing."""
@@ -230,7 +280,7 @@ def test_the_common_case_is_compiled_and_stores_copies(backend, dtype, shape, co
 
     with gta.device(backend):
         taken, outcomes = _both_ways(program(), _config(count, dtype, shape, clear_after_read=False),
-                                     monkeypatch, compiled)
+                                     compiled)
     assert taken == (count - 1) + count
     for k, outcome in enumerate(outcomes[1:]):
         assert outcome[:4] == ("value", "ReadOnlyArray", written[k].dtype.str, shape)
@@ -249,45 +299,71 @@ def _write_values(values):
     return step
 
 
-def test_a_dynamic_array_grows_within_its_capacity_compiled(compiled, monkeypatch):
+def test_a_dynamic_array_grows_within_its_capacity_compiled(compiled):
     """Writes past the size into room the slab already has (doubling) are compiled, and
     the size follows; writes past the capacity grow it in Python."""
     values = [np.full(4, k, np.float32) for k in range(40)]
-    taken, outcomes = _both_ways([_write_values(values)], _config(0, dynamic_size=True), monkeypatch, compiled)
+    taken, outcomes = _both_ways([_write_values(values)], _config(0, dynamic_size=True), compiled)
     assert 30 <= taken < 40                    # the slab grew a handful of times, in Python
     assert outcomes[0][:4] == ("value", "ndarray", "<f4", ())          # the flow
 
 
-def test_a_read_result_written_back_is_stored_correctly(compiled, monkeypatch):
+def test_a_read_result_written_back_is_stored_correctly(compiled):
     """A plain ndarray view of the storage, written to another slot (and to its own
     slot's neighbour), through the compiled copy."""
     values = [np.full(4, k + 1, np.float32) for k in range(3)]
     program = [_write_values(values), _write_back(0, 0, 3), _write_back(0, 3, 4), _read(0, 4, "int", "name", "float32")]
-    taken, outcomes = _both_ways(program, _config(5, clear_after_read=False), monkeypatch, compiled)
+    taken, outcomes = _both_ways(program, _config(5, clear_after_read=False), compiled)
     assert outcomes[-1][4] == np.full(4, 1, np.float32).tobytes()
     assert taken >= 4
 
 
+@pytest.mark.parametrize("clear_after_read", [False, True])
+@pytest.mark.parametrize("dtype,shape", [("float32", (16,)), ("int16", ()), ("complex64", (2, 3))])
+def test_a_gather_is_compiled_and_gives_the_rows(dtype, shape, clear_after_read, compiled):
+    """A gather of an index vector (repeats on a non-clearing array) from written slots is
+    compiled: the rows np.take gives, in an array of the caller's own, the reads marked
+    (a clearing array's slots read again fail, as in Python)."""
+    slots, rng = 40, np.random.default_rng(3)
+    values = [np.array(rng.integers(-50, 50, size=shape), dtype) for _ in range(slots)]
+    indices = rng.permutation(slots)[:25] if clear_after_read else rng.integers(0, slots, size=60)
+    program = [_write_values(values), _gather(0, indices.tolist(), "int64", dtype), _gather(0, indices.tolist(),
+                                                                                             "int64", dtype)]
+    taken, outcomes = _both_ways(program, _config(slots, dtype, shape, clear_after_read=clear_after_read), compiled)
+    expected = np.stack(values)[indices]
+    assert outcomes[1] == ("value", "ndarray", expected.dtype.str, expected.shape, expected.tobytes(), True)
+    if clear_after_read:
+        assert outcomes[2][0] == "error" and "twice because it was cleared" in outcomes[2][2]
+    else:
+        assert outcomes[2] == outcomes[1]
+    assert taken == (slots - 1) + (1 if clear_after_read else 2)
+
+
 def test_a_held_lock_sends_the_call_to_python(compiled):
+    """While another op holds the array's lock, the compiled ops leave the call to the
+    Python op (which would wait for the lock), having changed nothing."""
     handle, flow = raw_ops.TensorArrayV3(size=3, dtype="float32", element_shape=[2])
     flow = raw_ops.TensorArrayWriteV3(handle, 0, np.ones(2, np.float32), flow)
-    write, read = compiled
+    write, read = compiled[0].op.function, compiled[1].op.function          # the compiled ops themselves
     before = _state(handle)
-    handle.array._lock.acquire()
-    try:
-        answers = write(handle, 1, np.ones(2, np.float32), flow), read(handle, 0, "float32")
-    finally:
-        handle.array._lock.release()
-    assert answers == (None, None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(raw_ops, "_write_op", lambda *args: "to python")
+        patch.setattr(raw_ops, "_read_op", lambda *args: "to python")
+        handle.array._lock.acquire()
+        try:
+            answers = (write(handle, 1, np.ones(2, np.float32), flow), read(handle, 0, flow, "float32"))
+        finally:
+            handle.array._lock.release()
+    assert answers == ("to python", "to python")
     assert _state(handle) == before
     assert write(handle, 1, np.ones(2, np.float32), flow) is flow
-    assert read(handle, 0, "float32") is not None
+    assert read(handle, 0, flow, "float32").shape == (2,)
 
 
 def test_a_recorder_sends_the_call_to_python(compiled):
     """Under a GradientTape every write and read is recorded, so none is compiled (the
     same loop outside a tape is), and the gradient is each read's output gradient."""
-    write, read = compiled
+    write, read, _ = compiled
     states = [np.full(2, t, np.float32) for t in range(3)]
 
     def forward():
@@ -335,28 +411,29 @@ def test_threads_writing_and_growing_one_array_lose_nothing(compiled):
     assert compiled[0].taken > 0
 
 
-def test_without_the_compiled_paths_the_ops_run_in_python(monkeypatch):
-    monkeypatch.setenv(cpu_kernels.DISABLE_ENV, "0")
+def _rebuilt_raw_ops(storage_type=ArrayStorage):
+    """compiled_raw_ops as raw_ops.py calls it, after forgetting what was loaded."""
     cpu_kernels.reset()
+    return cpu_kernels.compiled_raw_ops(vars(raw_ops), Handle, storage_type, UniformLayout)
+
+
+def test_without_the_compiled_code_the_ops_are_python(monkeypatch):
+    monkeypatch.setenv(cpu_kernels.DISABLE_ENV, "0")
     try:
+        assert _rebuilt_raw_ops() is None
         assert cpu_kernels.raw_op_status() == (False, f"{cpu_kernels.DISABLE_ENV}=0")
-        handle, flow = raw_ops.TensorArrayV3(size=2, dtype="float32", element_shape=[2])
-        for index in range(2):
-            flow = raw_ops.TensorArrayWriteV3(handle, index, np.full(2, index, np.float32), flow)
-        assert cpu_kernels.RAW_OPS.write(handle, 0, np.ones(2, np.float32), flow) is None
-        np.testing.assert_array_equal(raw_ops.TensorArrayReadV3(handle, 1, flow, "float32"), [1, 1])
     finally:
         monkeypatch.undo()
-        cpu_kernels.reset()
+        _rebuilt_raw_ops()
 
 
 def test_state_the_compiled_code_cannot_read_turns_it_off():
     """Classes whose fields are not slots (a mismatch between storage.py and the C
-    source) leave the compiled paths off, with the reason, and the ops in Python."""
-    if not cpu_kernels.status()[0]:
-        pytest.skip(f"no compiler here: {cpu_kernels.status()[1]}")
-    cpu_kernels.RAW_OPS.serve(Handle, type("NoSlots", (), {"dtype": None}), UniformLayout)
+    source) leave the ops in Python, with the reason, and the ops already made work on."""
+    if not _is_compiled(raw_ops.TensorArrayWriteV3):
+        pytest.skip(f"no compiled raw ops here: {cpu_kernels.raw_op_status()[1]}")
     try:
+        assert _rebuilt_raw_ops(type("NoSlots", (), {"dtype": None})) is None
         usable, why = cpu_kernels.raw_op_status()
         assert not usable and "NoSlots.dtype is not a slot of objects" in why
         handle, flow = raw_ops.TensorArrayV3(size=2, dtype="float32", element_shape=[2])
@@ -364,7 +441,7 @@ def test_state_the_compiled_code_cannot_read_turns_it_off():
             flow = raw_ops.TensorArrayWriteV3(handle, index, np.full(2, index, np.float32), flow)
         np.testing.assert_array_equal(raw_ops.TensorArrayReadV3(handle, 1, flow, "float32"), [1, 1])
     finally:
-        cpu_kernels.RAW_OPS.serve(Handle, ArrayStorage, UniformLayout)
+        assert _rebuilt_raw_ops() is not None
     assert cpu_kernels.raw_op_status()[0]
 
 
