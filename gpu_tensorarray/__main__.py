@@ -22,7 +22,7 @@ def info(args):
     print(f"accumulation: {gta.get_accumulation()}")
     print("compiled host code (numpy and emulated backends):")
     for what, (usable, how) in (("scatter-add", cpu_kernels.status()),
-                                ("raw Write/Read common case", cpu_kernels.raw_op_status())):
+                                ("raw Write, Read and Gather", cpu_kernels.raw_op_status())):
         print(f"  {what}: {how if usable else 'not used: ' + how}")
     return 0 if available[name] is None else 1
 

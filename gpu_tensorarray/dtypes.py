@@ -21,9 +21,9 @@ import numpy as np
 
 from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, shown
 
-__all__ = ["as_dtype", "resolved", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo", "exact_identity",
-           "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES", "AGGREGATABLE_NAMES",
-           "BFLOAT16", "STRING", "fills_zeros"]
+__all__ = ["as_dtype", "resolved", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
+           "exact_identity", "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES",
+           "AGGREGATABLE_NAMES", "BFLOAT16", "STRING", "fills_zeros"]
 
 BFLOAT16 = "bfloat16"
 STRING = np.dtype(object)       # strings.STRING: TensorFlow's as_numpy_dtype of tf.string

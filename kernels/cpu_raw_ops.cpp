@@ -257,9 +257,10 @@ static PyObject* read_common(const State* st, PyObject* const* args) {
     PyArray_Descr* descr = PyArray_DESCR(view);
     Py_INCREF(descr);
     const int collecting = PyGC_Disable();
+    char* data = PyArray_BYTES(view) + index * PyArray_STRIDE(view, 0);
     PyObject* row = PyArray_NewFromDescr(Py_TYPE(view), descr, PyArray_NDIM(view) - 1, PyArray_DIMS(view) + 1,
-                                         PyArray_STRIDES(view) + 1, PyArray_BYTES(view) + index * PyArray_STRIDE(view, 0),
-                                         PyArray_FLAGS(view) & ~NPY_ARRAY_WRITEABLE, nullptr);
+                                         PyArray_STRIDES(view) + 1, data, PyArray_FLAGS(view) & ~NPY_ARRAY_WRITEABLE,
+                                         nullptr);
     if (collecting) PyGC_Enable();
     Py_INCREF(view);
     if (row == nullptr || PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(row),
@@ -375,43 +376,26 @@ static PyObject* python_op(const State* st, PyObject* name, PyObject* const* arg
 
 // Whether a call may take the common case: positional arguments only, nothing recording
 // (raw_ops' ``_record`` reports every op to the tape), and a GIL (see the top).
-static bool common_call(const State* st, Py_ssize_t n_args, Py_ssize_t expected, PyObject* kwnames) {
+static bool common_call(const State* st, Py_ssize_t n_args, PyObject* kwnames) {
 #ifdef Py_GIL_DISABLED
     return false;
 #else
-    return n_args == expected && kwnames == nullptr && st->configured &&
+    return n_args == 4 && kwnames == nullptr && st->configured &&
            PyDict_GetItemWithError(st->namespace_, st->recorder_name) == Py_None;
 #endif
 }
 
-static PyObject* TensorArrayWriteV3(PyObject* module, PyObject* const* args, Py_ssize_t n_args, PyObject* kwnames) {
+// An op of raw_ops: its common case in C where the call allows it and it applies, else the
+// Python op that State::*python_name names. All three take four positional arguments.
+template <PyObject* (*common_case)(const State*, PyObject* const*), PyObject* State::*python_name>
+static PyObject* raw_op(PyObject* module, PyObject* const* args, Py_ssize_t n_args, PyObject* kwnames) {
     const State* st = state_of(module);
-    if (common_call(st, n_args, 4, kwnames)) {
-        PyObject* flow_out = write_common(st, args);
-        if (flow_out != nullptr) return flow_out;
+    if (common_call(st, n_args, kwnames)) {
+        PyObject* result = common_case(st, args);
+        if (result != nullptr) return result;
     }
     if (PyErr_Occurred()) return nullptr;
-    return python_op(st, st->write_name, args, n_args, kwnames);
-}
-
-static PyObject* TensorArrayGatherV3(PyObject* module, PyObject* const* args, Py_ssize_t n_args, PyObject* kwnames) {
-    const State* st = state_of(module);
-    if (common_call(st, n_args, 4, kwnames)) {
-        PyObject* rows = gather_common(st, args);
-        if (rows != nullptr) return rows;
-    }
-    if (PyErr_Occurred()) return nullptr;
-    return python_op(st, st->gather_name, args, n_args, kwnames);
-}
-
-static PyObject* TensorArrayReadV3(PyObject* module, PyObject* const* args, Py_ssize_t n_args, PyObject* kwnames) {
-    const State* st = state_of(module);
-    if (common_call(st, n_args, 4, kwnames)) {
-        PyObject* value = read_common(st, args);
-        if (value != nullptr) return value;
-    }
-    if (PyErr_Occurred()) return nullptr;
-    return python_op(st, st->read_name, args, n_args, kwnames);
+    return python_op(st, st->*python_name, args, n_args, kwnames);
 }
 
 // A writable object slot's offset in instances of ``type``; -1 (an error set) otherwise.
@@ -450,8 +434,9 @@ static PyObject* configure(PyObject* module, PyObject* const* args, Py_ssize_t n
     std::memcpy(st->offsets, offsets, sizeof(offsets));
     Py_XSETREF(st->locked, locked);
     PyObject** kept[7] = {&st->namespace_, reinterpret_cast<PyObject**>(&st->handle_type),
-                          reinterpret_cast<PyObject**>(&st->storage_type), reinterpret_cast<PyObject**>(&st->layout_type),
-                          reinterpret_cast<PyObject**>(&st->lock_type), &st->flow_dtype, &st->dtype_names};
+                          reinterpret_cast<PyObject**>(&st->storage_type),
+                          reinterpret_cast<PyObject**>(&st->layout_type), reinterpret_cast<PyObject**>(&st->lock_type),
+                          &st->flow_dtype, &st->dtype_names};
     for (int i = 0; i < 7; ++i) {
         Py_INCREF(args[i]);
         Py_XSETREF(*kept[i], args[i]);
@@ -515,13 +500,13 @@ static void free_module(void* module) { clear(static_cast<PyObject*>(module)); }
 #define ENTRY(NAME) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(NAME)), METH_FASTCALL | METH_KEYWORDS
 
 static PyMethodDef METHODS[] = {
-    {"TensorArrayWriteV3", ENTRY(TensorArrayWriteV3),
+    {"TensorArrayWriteV3", ENTRY((raw_op<write_common, &State::write_name>)),
      "TensorArrayWriteV3(handle, index, value, flow_in, name=None)\n--\n\n"
      "Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."},
-    {"TensorArrayReadV3", ENTRY(TensorArrayReadV3),
+    {"TensorArrayReadV3", ENTRY((raw_op<read_common, &State::read_name>)),
      "TensorArrayReadV3(handle, index, flow_in, dtype, name=None)\n--\n\n"
      "The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."},
-    {"TensorArrayGatherV3", ENTRY(TensorArrayGatherV3),
+    {"TensorArrayGatherV3", ENTRY((raw_op<gather_common, &State::gather_name>)),
      "TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None)\n--\n\n"
      "The elements at ``indices``, stacked along a new first axis."},
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(configure)), METH_FASTCALL,

@@ -5,11 +5,11 @@ extension modules.
 - kernels/cpu_raw_ops.cpp, raw Write, Read and Gather with their common case in C
   (``compiled_raw_ops``).
 
-Both are optional. Each is built on first use (the raw ops when raw_ops.py is imported;
-under a second, or a few seconds, once: the library is
-cached on disk exactly as the emulated backend's is, build_cache.py says how it is
-kept safe). Where no compiler or no Python headers are found, the build fails, or
-GPU_TENSORARRAY_CPU_KERNELS=0, the Python code runs instead: the same results, bit for
+Both are optional. Each is built once, on first use (the raw ops when raw_ops.py is
+imported), in a second or a few, and cached on disk exactly as the emulated backend's
+library is (build_cache.py says how it is kept safe). Where no compiler or no Python
+headers are found, the build fails, or GPU_TENSORARRAY_CPU_KERNELS=0, the Python code
+runs instead: the same results, bit for
 bit, only slower. ``status()`` and ``raw_op_status()`` say which and why.
 """
 
@@ -163,7 +163,7 @@ def add_rows_function(dtype):
     return None if adders is None else adders.get(dtype)
 
 
-# -- raw Write and Read's common case -----------------------------------------------------------
+# -- raw Write, Read and Gather ------------------------------------------------------------------
 def _numpy_headers():
     folder = np.get_include()
     if not (Path(folder) / "numpy" / "arrayobject.h").is_file():
@@ -179,9 +179,7 @@ def _enabled(module):
 
 _RAW_OPS = _Extension("cpu_raw_ops.cpp", "gpu_tensorarray_cpu_raw_ops", "cpu-raw-ops",
                       lambda: kernel_sources.host_source("cpu_raw_ops.cpp"), _enabled, _numpy_headers)
-
-
-_raw_ops_why = "not loaded yet"
+_raw_ops_status = (False, "not loaded yet")
 
 
 def compiled_raw_ops(namespace, handle_type, storage_type, uniform_layout_type):
@@ -192,23 +190,23 @@ def compiled_raw_ops(namespace, handle_type, storage_type, uniform_layout_type):
     reading the state of the three classes' instances; every other call, and every call
     while ``namespace["_record"]`` is not None, goes to ``namespace["_write_op"]``,
     ``["_read_op"]`` or ``["_gather_op"]`` (looked up at the call) with the caller's arguments."""
-    global _raw_ops_why
-    module, _raw_ops_why = _RAW_OPS.loaded()
-    if module is None:
-        return None
-    try:
-        module.configure(namespace, handle_type, storage_type, uniform_layout_type, type(threading.Lock()),
-                         np.dtype("float32"), dtypes.resolved())
-    except TypeError as error:
-        _raw_ops_why = f"the compiled raw ops cannot read this library's state: {error}"
-        return None
-    return module.TensorArrayWriteV3, module.TensorArrayReadV3, module.TensorArrayGatherV3
+    global _raw_ops_status
+    module, how = _RAW_OPS.loaded()
+    if module is not None:
+        try:
+            module.configure(namespace, handle_type, storage_type, uniform_layout_type, type(threading.Lock()),
+                             np.dtype("float32"), dtypes.resolved())
+        except TypeError as error:
+            module, how = None, f"the compiled raw ops cannot read this library's state: {error}"
+    _raw_ops_status = (module is not None, how)
+    return None if module is None else (module.TensorArrayWriteV3, module.TensorArrayReadV3,
+                                        module.TensorArrayGatherV3)
 
 
 def raw_op_status():
     """(True, how) when raw Write, Read and Gather take their common case in compiled code, else
     (False, why not), as of the last ``compiled_raw_ops``."""
-    return _raw_ops_why.startswith("compiled"), _raw_ops_why
+    return _raw_ops_status
 
 
 def reset():

@@ -1,10 +1,10 @@
-"""Raw Write and Read's compiled common case (kernels/cpu_raw_ops.cpp, backends/cpu_kernels.py).
+"""Raw Write, Read and Gather compiled (kernels/cpu_raw_ops.cpp, backends/cpu_kernels.py).
 
-Every program runs twice, on fresh arrays: with the compiled paths, and with them
-answering None (so the Python op runs every call). Both runs must give the same
-results, the same errors (class and text) and the same final state of every slot; the
-compiled run must really have taken calls; and values are checked against plain
-NumPy copies of what was written."""
+Every program runs twice, on fresh arrays: with the compiled ops, and with raw_ops'
+Python ops in their place. Both runs must give the same results, the same errors
+(class and text) and the same final state of every slot; the compiled ops must really
+have taken calls themselves (calls that never reached the Python op); and values are
+checked against plain NumPy copies of what was written."""
 
 import os
 import threading
@@ -217,8 +217,9 @@ def _other(which, op):
 @st.composite
 def programs(draw):
     dtype, shape = draw(st.sampled_from(DTYPES)), draw(st.sampled_from(SHAPES))
-    config = [dict(size=draw(st.one_of(st.integers(0, 6), st.integers(9, 12))), dtype=dtype, element_shape=draw(st.sampled_from([list(shape), None])),
-                   dynamic_size=draw(st.booleans()), clear_after_read=draw(st.booleans()))
+    config = [dict(size=draw(st.one_of(st.integers(0, 6), st.integers(9, 12))), dtype=dtype,
+                   element_shape=draw(st.sampled_from([list(shape), None])), dynamic_size=draw(st.booleans()),
+                   clear_after_read=draw(st.booleans()))
               for _ in range(2)]
     steps = []
     for seed in range(draw(st.integers(1, 30))):
@@ -227,7 +228,8 @@ def programs(draw):
         index = draw(st.one_of(st.integers(0, max(size - 1, 0)), st.integers(0, max(size - 1, 0)),
                                st.integers(-1, size + 1)))
         index_kind = draw(st.sampled_from(["int"] * 12 + ["numpy", "bool", "big"]))
-        kind = draw(st.sampled_from(["write"] * 5 + ["read"] * 5 + ["gather"] * 3 + ["fill", "write back", "stack", "size"]))
+        kind = draw(st.sampled_from(["write"] * 5 + ["read"] * 5 + ["gather"] * 3
+                                    + ["fill", "write back", "stack", "size"]))
         if kind == "write":
             steps.append(_write(which, index, draw(st.sampled_from(VALUE_KINDS)), index_kind, seed, dtype, shape))
         elif kind == "read":
