@@ -363,6 +363,10 @@ static PyObject* gather_common(const State* st, PyObject* const* args) {
 // The Python op ``name`` of the namespace, called with the caller's arguments.
 static PyObject* python_op(const State* st, PyObject* name, PyObject* const* args, Py_ssize_t n_args,
                            PyObject* kwnames) {
+    if (!st->configured) {          // cleared (the module's state, at interpreter exit)
+        PyErr_SetString(PyExc_RuntimeError, "gpu_tensorarray's compiled raw ops are no longer configured");
+        return nullptr;
+    }
     PyObject* op = PyDict_GetItemWithError(st->namespace_, name);
     if (op == nullptr) {
         if (!PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "raw_ops has no %U", name);
