@@ -6,10 +6,10 @@
 // read, 12 us a gather), which is what a loop of small raw ops costs.
 //
 // Every other call (a wrong type, a bound, a flag, a closed array, a held lock, keyword
-// arguments, a tape recording) goes to raw_ops' Python op (``_write_op``, ``_read_op``,
-// ``_gather_op``) unchanged: the common case changes nothing before it is sure to finish. So every
-// error, and every rarer path, is the Python code's; this file decides nothing that code
-// does not decide the same way.
+// arguments, a tape recording) goes unchanged to raw_ops' Python op (``_write_op``,
+// ``_read_op``, ``_gather_op``): the common case changes nothing before it is sure to
+// finish. So every error, and every rarer path, is the Python code's; this file decides
+// nothing that code does not decide the same way.
 //
 // Why no lock is taken: storage runs every op under the array's lock. Under the GIL,
 // a lock found free stays free while this code runs, because it never releases the GIL,
