@@ -44,6 +44,12 @@ def _find_compiler():
     return shutil.which(COMPILER)
 
 
+@functools.cache
+def _compiler_version(compiler):
+    """``compiler --version``: asked once per process, however many libraries it keys."""
+    return subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+
+
 def _python_headers():
     """The folder holding this Python's Python.h, or None."""
     folder = sysconfig.get_paths().get("include")
@@ -65,9 +71,8 @@ class _Extension:
     def library_name(self, compiler, includes, versions):
         """A digest of the source, the compiler, its flags, the headers and the Python it is
         built for: a change to any is a new library."""
-        version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
         python = sysconfig.get_config_var("EXT_SUFFIX") or ""
-        key = "\0".join([self.source(), compiler, version, *includes, versions, python, *FLAGS])
+        key = "\0".join([self.source(), compiler, _compiler_version(compiler), *includes, versions, python, *FLAGS])
         return f"{self.prefix}-{hashlib.sha256(key.encode()).hexdigest()[:24]}.so"
 
     def _load_module(self, path):
