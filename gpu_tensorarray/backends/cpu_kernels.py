@@ -13,6 +13,7 @@ runs instead: the same results, bit for
 bit, only slower. ``status()`` and ``raw_op_status()`` say which and why.
 """
 
+import collections
 import functools
 import hashlib
 import importlib.machinery
@@ -30,8 +31,8 @@ from .. import dtypes
 from ..errors import UnavailableError
 from . import build_cache, kernel_sources
 
-__all__ = ["add_rows_function", "status", "compiled_raw_ops", "raw_op_status", "reset", "DISABLE_ENV", "ADDED",
-           "REFUSED", "OVERLAP"]
+__all__ = ["add_rows_function", "set_grouping_bytes", "last_level_cache_bytes", "status", "compiled_raw_ops",
+           "raw_op_status", "reset", "DISABLE_ENV", "ADDED", "REFUSED", "OVERLAP"]
 
 COMPILER = "g++"
 # -ffp-contract=off: no fused multiply-adds (there are only adds, but it is the promise).
@@ -136,11 +137,36 @@ def _add_rows_source():
             + "};\n" + "extern const int N_DTYPES = sizeof(DTYPES) / sizeof(DTYPES[0]);\n")
 
 
+# What the loaded scatter-add gives: its add per dtype, and its grouping threshold's setter.
+_AddRows = collections.namedtuple("_AddRows", "by_dtype set_grouping_bytes")
+_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+_UNKNOWN_CACHE_BYTES = 32 << 20         # what a core of a current server CPU has
+
+
+def last_level_cache_bytes(caches=_CACHES):
+    """The size of the largest cache of CPU 0 that Linux lists (sysfs), or 32 MiB where it
+    lists none. Not sysconf's: glibc answers a whole AMD socket's L3 there, where a core
+    uses only its own complex's."""
+    sizes = []
+    for entry in caches.glob("index*/size"):
+        try:
+            text = entry.read_text().strip()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+        digits = text[:-1] if scale != 1 else text
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=_UNKNOWN_CACHE_BYTES)
+
+
 def _add_rows_by_dtype(module):
     names = module.dtype_names()
     if list(names) != [dtype.name for dtype in _dtype_order()]:
         raise UnavailableError(f"the compiled scatter-add holds the dtypes {names}, not the aggregatable ones")
-    return {dtype: functools.partial(module.add_rows, position) for position, dtype in enumerate(_dtype_order())}
+    module.set_grouping_bytes(last_level_cache_bytes())
+    by_dtype = {dtype: functools.partial(module.add_rows, position) for position, dtype in enumerate(_dtype_order())}
+    return _AddRows(by_dtype, module.set_grouping_bytes)
 
 
 _ADD_ROWS = _Extension("cpu_add_rows.cpp", "gpu_tensorarray_cpu_add_rows", "cpu-add-rows", _add_rows_source,
@@ -165,7 +191,17 @@ def add_rows_function(dtype):
     having ``dst``'s row shape, ``indices`` C-contiguous int64."""
     loaded = _ADD_ROWS._loaded
     adders = (loaded if loaded is not None else _ADD_ROWS.loaded())[0]
-    return None if adders is None else adders.get(dtype)
+    return None if adders is None else adders.by_dtype.get(dtype)
+
+
+def set_grouping_bytes(nbytes):
+    """Sets, and returns the value before: the compiled scatter-add adds rows destination by
+    destination (each destination line loaded and stored once for several rows) when the
+    rows it is given take ``nbytes`` or more in all, each at least 2 KiB; below, in source
+    order. Either way the sums are the same, bit for bit. At load: the last-level cache's
+    size, where grouping starts to pay. None where there is no compiled scatter-add."""
+    adders = _ADD_ROWS.loaded()[0]
+    return None if adders is None else adders.set_grouping_bytes(nbytes)
 
 
 # -- raw Write, Read and Gather ------------------------------------------------------------------

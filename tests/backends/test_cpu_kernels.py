@@ -66,6 +66,77 @@ def test_compiled_add_is_bitwise_np_add_at(compiled, dtype, width, count, distri
     assert_same(dst, _reference(start, indices, rows))
 
 
+@pytest.fixture(params=["grouped", "in source order"])
+def wide(compiled, request):
+    """The compiled add, taking wide rows (2 KiB or more) destination by destination
+    however few there are, or always in source order (its two loops)."""
+    before = cpu_kernels.set_grouping_bytes(0 if request.param == "grouped" else 2 ** 62)
+    yield compiled
+    cpu_kernels.set_grouping_bytes(before)
+
+
+def _wide(dtype, tail=3):
+    """A row width the compiled add takes destination by destination (rows of 2048 bytes
+    or more), ending in a part line of ``tail`` elements."""
+    return -(-2048 // np.dtype(dtype).itemsize) + tail
+
+
+@pytest.mark.parametrize("dtype", NUMBER_DTYPES)
+@pytest.mark.parametrize("distribution", ["uniform", "hot"])
+def test_wide_rows_are_bitwise_np_add_at(wide, dtype, distribution):
+    """Hot: about 37 rows into one destination (grouped: in passes of six and a
+    remainder); uniform: several destinations with rows interleaved in source order."""
+    indices, start, rows = _inputs(dtype, 11, 41, _wide(dtype), distribution, seed=41)
+    dst = start.copy()
+    with np.errstate(over="ignore"):
+        assert wide(np.dtype(dtype))(dst, indices, rows) == ADDED
+    assert_same(dst, _reference(start, indices, rows))
+
+
+@pytest.mark.parametrize("slots,count", [(1, 2), (3, 13), (400, 20), (2000, 20)])
+def test_wide_rows_keep_source_order_per_destination(wide, slots, count):
+    """Sums that rounding makes depend on their order: 1e8 + 1 - 1e8 is 0 in float32,
+    1e8 - 1e8 + 1 is 1. Also with more destinations than rows (2000 over 20 rows: never
+    planned) and destinations that get nothing."""
+    rng = np.random.default_rng(slots + count)
+    indices = rng.integers(0, slots, size=count)
+    rows = rng.choice(np.array([1e8, 1, -1e8, 3, -2e8, 0.5], np.float32), size=(count, _wide("float32", 5)))
+    start = sample(rng, "float32", (slots, rows.shape[1]))
+    dst = start.copy()
+    assert wide(np.dtype("float32"))(dst, indices, rows) == ADDED
+    expected = _reference(start, indices, rows)
+    assert_same(dst, expected)
+    if slots < count:       # the check can fail: another order gives other sums
+        assert not np.array_equal(expected, _reference(start, indices[::-1], rows[::-1]))
+
+
+def test_wide_rows_refused_by_index_or_flag_change_nothing(wide):
+    width = _wide("float32")
+    dst, rows = np.ones((4, width), np.float32), np.ones((30, width), np.float32)
+    add = wide(np.dtype("float32"))
+    assert add(dst, np.array([0, 1, 2] * 9 + [0, 1, 4]), rows) == REFUSED
+    assert add(dst, np.array([0, 1, 3] * 10), rows, bytearray([9, 9, 9, 1]), 9) == REFUSED
+    assert (dst == 1).all()
+    assert add(dst, np.array([0, 1, 3] * 10), rows, bytearray([9, 9, 1, 9]), 9) == ADDED
+    assert_same(dst[:, -1], np.array([11, 11, 1, 11], np.float32))
+
+
+def test_grouping_starts_at_the_last_level_cache_size(compiled, tmp_path):
+    before = cpu_kernels.set_grouping_bytes(0)
+    cpu_kernels.set_grouping_bytes(before)
+    assert before == cpu_kernels.last_level_cache_bytes() > 0
+    for level, size in enumerate(["32K", "512K", "32768K", "junk"]):     # as Linux lists them
+        (tmp_path / f"index{level}").mkdir()
+        (tmp_path / f"index{level}" / "size").write_text(size + "\n")
+    assert cpu_kernels.last_level_cache_bytes(tmp_path) == 32 << 20
+    assert cpu_kernels.last_level_cache_bytes(tmp_path / "none") == 32 << 20     # none listed: a guess
+    (tmp_path / "index4").mkdir()
+    (tmp_path / "index4" / "size").write_text("1G")
+    assert cpu_kernels.last_level_cache_bytes(tmp_path) == 1 << 30
+    with pytest.raises(ValueError):
+        cpu_kernels.set_grouping_bytes(-1)
+
+
 @pytest.mark.parametrize("count", [1, 2, 7, 300])
 def test_a_column_sums_runs_of_one_index_in_order(compiled, count):
     """Rows of one element keep a run of one index in a register: the same sums, bitwise,
@@ -79,16 +150,17 @@ def test_a_column_sums_runs_of_one_index_in_order(compiled, count):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64"])
-def test_compiled_add_keeps_signed_zeros_subnormals_and_overflow(compiled, dtype):
+def test_compiled_add_keeps_signed_zeros_subnormals_and_overflow(wide, dtype):
     info = np.finfo(dtype)
     specials = np.array([-0.0, 0.0, info.smallest_subnormal, -info.smallest_subnormal, info.max, info.max,
                          np.inf, -np.inf], dtype)
-    rows = np.tile(specials[:, None], (1, 4))
     indices = np.array([0, 0, 1, 1, 2, 2, 3, 3])
-    start = np.full((4, 4), -0.0, dtype)
-    dst = start.copy()
-    assert compiled(np.dtype(dtype))(dst, indices, rows) == ADDED
-    assert_same(dst, _reference(start, indices, rows))
+    for width in (4, _wide(dtype)):
+        rows = np.tile(specials[:, None], (1, width))
+        start = np.full((4, width), -0.0, dtype)
+        dst = start.copy()
+        assert wide(np.dtype(dtype))(dst, indices, rows) == ADDED
+        assert_same(dst, _reference(start, indices, rows))
 
 
 def test_compiled_add_refuses_an_index_out_of_range_and_changes_nothing(compiled):
