@@ -3,11 +3,12 @@
 //
 // Every element of dst receives its rows in arrival order, one add_values
 // (kernels/common.cuh) at a time, which is exactly np.add.at's order and
-// arithmetic, so the result is bitwise np.add.at's. Narrow rows take one plain
-// loop in source order. Wide rows go destination by destination (add_grouped):
-// the same adds in the same order per element, but a destination's line is loaded
-// and stored once for several source rows instead of once for each. The inner
-// loops vectorise without changing any sum (each column is its own sequence).
+// arithmetic, so the result is bitwise np.add.at's. Most calls take one plain loop
+// in source order. Wide rows that stream from memory go destination by destination
+// (add_grouped): the same adds in the same order per element, but a destination's
+// line is loaded and stored once for several source rows instead of once for each.
+// The inner loops vectorise without changing any sum (each column is its own
+// sequence).
 //
 // A CPython extension module rather than a plain library: a call takes its arrays
 // through the buffer protocol for about 0.1 us each, where ctypes needs each
@@ -27,24 +28,24 @@
 // were, which a loop over shared memory would not: the caller must copy them first).
 enum AddStatus { ADDED = 0, REFUSED = 1, OVERLAP = 2 };
 
-// When rows go destination by destination. Measured on float32 rows of 1-16 KiB against
-// the loop in source order: while the rows fit in the last-level cache, source order is
-// as fast or faster (one stream at a time, each destination line fresh from the cache);
-// once they stream from memory, grouping saves a destination load and store per
-// repeated destination and keeps several streams in flight: 1.2-1.5x faster.
-// - Source rows of at least grouping_bytes in all: set_grouping_bytes, which
-//   backends/cpu_kernels.py calls at load with the size of this CPU's last-level cache.
-// Atomic: calls read it with the GIL released.
+// When rows go destination by destination, measured on float32 rows of 1-16 KiB against
+// the loop in source order. While the rows fit in the last-level cache, source order was
+// as fast or faster (one row at a time, straight through); once they stream from memory,
+// grouping saves a destination load and store per repeated destination and keeps
+// several streams in flight: 1.1-1.3x faster. So it takes all three of:
+// - source rows of at least grouping_bytes in all (set_grouping_bytes, which
+//   backends/cpu_kernels.py calls at load with this CPU's last-level cache size;
+//   atomic, since calls read it with the GIL released);
 static std::atomic<long long> grouping_bytes{32LL << 20};
-// - Rows of at least this many bytes: below it a destination row stays in L1 between
-//   its adds anyway, and a hot destination was slower grouped.
+// - rows of at least this many bytes: below it a hot destination was slower grouped,
+//   where in source order it stays in L1 anyway;
 static const long long GROUPED_ROW_BYTES = 2048;
-// - At most this many destinations per source row, so that planning, which is
+// - at most this many destinations per source row, so that planning, which is
 //   O(n_dst + n_rows), stays a small part of the adds.
 static const long long GROUPED_DESTINATIONS_PER_ROW = 16;
 // Source rows summed per pass over a destination row. With the destination's own, that
-// is seven streams of lines, which an 8-way L1 holds even when the rows lie a power of
-// two apart and so share one cache set; eight or more thrash there.
+// is seven lines in one cache set when the rows lie a power of two apart, which an
+// 8-way L1 holds; eight rows were about 8% slower with a hot destination.
 static const long long ROWS_PER_PASS = 6;
 
 // Adds rows[order[q]] for q in [begin_d, end[d]) to dst[d], for every destination d

@@ -140,7 +140,7 @@ def _add_rows_source():
 # What the loaded scatter-add gives: its add per dtype, and its grouping threshold's setter.
 _AddRows = collections.namedtuple("_AddRows", "by_dtype set_grouping_bytes")
 _CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
-_UNKNOWN_CACHE_BYTES = 32 << 20         # what a core of a current server CPU has
+_UNKNOWN_CACHE_BYTES = 32 << 20         # a common size per core complex of current server CPUs
 
 
 def last_level_cache_bytes(caches=_CACHES):
