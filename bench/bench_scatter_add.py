@@ -4,8 +4,10 @@ gpu_tensorarray/benchmarking/cases.py), through the same factory as the bench ro
 
 Each case first checks once that add_rows is bitwise np.add.at, then measures both in
 the same run, interleaved, and records the speed ratio in
-``extra_info["ratio_vs_add_at"]`` (and prints it, see ``-s``). Nothing here asserts a
-time; the targets are in gpu_tensorarray/benchmarking/targets.py.
+``extra_info["ratio_vs_add_at"]`` (and prints it, see ``-s``). For rows of 64 or more,
+the op users see is also timed against torch's index_add_ the same way
+(``extra_info["ratio_vs_index_add"]``). Nothing here asserts a time; the targets are in
+gpu_tensorarray/benchmarking/targets.py.
 """
 
 from time import perf_counter
@@ -36,6 +38,31 @@ def test_add_rows_vs_add_at(benchmark, backend, params):
     print(f"\n{backend.name} E={params['width']} n={params['multiple'] * params['rows']} {params['distribution']}: "
           f"add_rows is {ratio:.1f}x np.add.at")
     benchmark(ours.run)
+
+
+@pytest.mark.parametrize("params", [case for case in CASES if case.values[0]["width"] >= 64])
+def test_op_vs_torch_index_add_alternately(benchmark, backend, params):
+    """The scatter-add op (the "ours" row, deterministic) against torch's index_add_ on one
+    thread (the "torch" row): the same cases as the runner's target, but timed call by call
+    in alternation, so that a shared machine's drift slows both alike. The runner times a
+    peer's row minutes after ours (peers run last), and where the two are close its
+    per-run verdict can flip with the machine. Records ``extra_info["ratio_vs_index_add"]``."""
+    torch = pytest.importorskip("torch", reason="torch is not installed (see README: Performance)")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    made = grad_scatter_add(mode="deterministic", **params)
+    ours = made["ours"](backend, providers.PROVIDERS["ours"].load(backend))
+    peer = made["torch"](backend, providers.PROVIDERS["torch"].load(backend))
+    try:
+        ratio = _ratio(peer.run, ours.run)
+        benchmark.extra_info["ratio_vs_index_add"] = round(ratio, 2)
+        print(f"\n{backend.name} E={params['width']} n={params['multiple'] * params['rows']} "
+              f"{params['distribution']}: the op is {ratio:.2f}x torch index_add_ (1 thread)")
+        benchmark(ours.run)
+    finally:
+        ours.teardown()
+        peer.teardown()
+        torch.set_num_threads(threads)
 
 
 def _check_bitwise(backend, params):
