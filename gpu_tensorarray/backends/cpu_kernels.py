@@ -9,11 +9,10 @@ Both are optional. Each is built once, on first use (the raw ops when raw_ops.py
 imported), in a second or a few, and cached on disk exactly as the emulated backend's
 library is (build_cache.py says how it is kept safe). Where no compiler or no Python
 headers are found, the build fails, or GPU_TENSORARRAY_CPU_KERNELS=0, the Python code
-runs instead: the same results, bit for
-bit, only slower. ``status()`` and ``raw_op_status()`` say which and why.
+runs instead: the same results, bit for bit, only slower. ``status()`` and
+``raw_op_status()`` say which and why.
 """
 
-import collections
 import functools
 import hashlib
 import importlib.machinery
@@ -137,8 +136,6 @@ def _add_rows_source():
             + "};\n" + "extern const int N_DTYPES = sizeof(DTYPES) / sizeof(DTYPES[0]);\n")
 
 
-# What the loaded scatter-add gives: its add per dtype, and its grouping threshold's setter.
-_AddRows = collections.namedtuple("_AddRows", "by_dtype set_grouping_bytes")
 _CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
 _UNKNOWN_CACHE_BYTES = 32 << 20         # a common size per core complex of current server CPUs
 
@@ -160,13 +157,22 @@ def last_level_cache_bytes(caches=_CACHES):
     return max(sizes, default=_UNKNOWN_CACHE_BYTES)
 
 
+class _AddRows(dict):
+    """The loaded scatter-add: its add by dtype (a dict, as add_rows_function reads it on
+    every aggregating op), and the setter of its grouping threshold."""
+
+    def __init__(self, by_dtype, set_grouping_bytes):
+        super().__init__(by_dtype)
+        self.set_grouping_bytes = set_grouping_bytes
+
+
 def _add_rows_by_dtype(module):
     names = module.dtype_names()
     if list(names) != [dtype.name for dtype in _dtype_order()]:
         raise UnavailableError(f"the compiled scatter-add holds the dtypes {names}, not the aggregatable ones")
     module.set_grouping_bytes(last_level_cache_bytes())
-    by_dtype = {dtype: functools.partial(module.add_rows, position) for position, dtype in enumerate(_dtype_order())}
-    return _AddRows(by_dtype, module.set_grouping_bytes)
+    adds = {dtype: functools.partial(module.add_rows, position) for position, dtype in enumerate(_dtype_order())}
+    return _AddRows(adds, module.set_grouping_bytes)
 
 
 _ADD_ROWS = _Extension("cpu_add_rows.cpp", "gpu_tensorarray_cpu_add_rows", "cpu-add-rows", _add_rows_source,
@@ -191,7 +197,7 @@ def add_rows_function(dtype):
     having ``dst``'s row shape, ``indices`` C-contiguous int64."""
     loaded = _ADD_ROWS._loaded
     adders = (loaded if loaded is not None else _ADD_ROWS.loaded())[0]
-    return None if adders is None else adders.by_dtype.get(dtype)
+    return None if adders is None else adders.get(dtype)
 
 
 def set_grouping_bytes(nbytes):
