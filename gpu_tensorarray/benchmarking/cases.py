@@ -8,7 +8,10 @@ loaded for that provider). A Case's ``run()`` does the timed work once and ends
 with a device synchronize; ``setup()``, where there is one, runs untimed before
 every timed ``run()``; ``calls`` is how many op calls one ``run()`` makes;
 ``nbytes`` is how many bytes one ``run()`` must move at least (read + written),
-or None for a view (nothing moves); ``check()``, where there is one, runs once
+or None for a view (nothing moves); ``footprint``, how many distinct bytes those
+are, where fewer (a scatter-add reads and writes each destination row: twice in
+``nbytes``, once here), so that it is compared with a copy that touches as much
+memory (runner.py); ``check()``, where there is one, runs once
 after timing and raises ``WrongResult`` when the op's result is wrong. A one-shot
 measurement (the memory row) has ``measure()`` instead, returning a dict.
 
@@ -69,12 +72,14 @@ class WrongResult(Exception):
 class Case:
     """What one benchmark row times; see the module docstring."""
 
-    __slots__ = ("run", "setup", "calls", "nbytes", "teardown", "measure", "check")
+    __slots__ = ("run", "setup", "calls", "nbytes", "teardown", "measure", "check", "footprint")
 
-    def __init__(self, run=None, setup=None, calls=1, nbytes=None, teardown=None, measure=None, check=None):
+    def __init__(self, run=None, setup=None, calls=1, nbytes=None, teardown=None, measure=None, check=None,
+                 footprint=None):
         self.run, self.setup, self.calls, self.nbytes = run, setup, calls, nbytes
         self.teardown = teardown or (lambda: None)
         self.measure, self.check = measure, check
+        self.footprint = footprint or nbytes
 
 
 class _Arrays:
@@ -400,10 +405,12 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
     step pays when it makes its gradient arrays anew (cold caches, fresh temporaries).
     "ours.add_rows": the backend's scatter-add primitive on a (rows, width) slab, the
     floor under the op. ``mode``: "deterministic" or "atomic" (ours only). Bytes: the
-    values read once, each distinct destination row read and written once."""
+    values read once, each distinct destination row read and written once; in the
+    footprint, each of those rows once."""
     count = multiple * rows
     indices, host_values, distinct = scatter_add_inputs(rows, width, count, distribution, hot_fraction)
     nbytes = (count + 2 * distinct) * width * _F32.itemsize
+    footprint = (count + distinct) * width * _F32.itemsize
 
     def scatters(first):
         def build(backend, peer):
@@ -443,9 +450,9 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
                 _expect(bool((np.abs(got - exact) <= terms * 2.0 ** -24 * magnitude).all()),
                         "scatter-add: wrong sums")
             if first:
-                return Case(run, setup, 1, nbytes, teardown, check=check)
+                return Case(run, setup, 1, nbytes, teardown, check=check, footprint=footprint)
             setup()
-            return Case(run, None, 1, nbytes, teardown, check=check)
+            return Case(run, None, 1, nbytes, teardown, check=check, footprint=footprint)
         return build
 
     def add_rows(backend, peer):
@@ -454,7 +461,7 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
         def run():
             backend.add_rows(slab, indices, values, mode)
             backend.synchronize()
-        return Case(run, None, 1, nbytes)
+        return Case(run, None, 1, nbytes, footprint=footprint)
 
     def add_at(backend, peer):
         xp = peer.module
@@ -464,7 +471,7 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
         def run():
             scatter(slab, where, values)
             peer.sync()
-        return Case(run, None, 1, nbytes)
+        return Case(run, None, 1, nbytes, footprint=footprint)
 
     def index_add(backend, peer):
         values, where = _peer_array(peer, host_values), _peer_array(peer, indices)
@@ -473,7 +480,7 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
         def run():
             slab.index_add_(0, where, values)
             peer.sync()
-        return Case(run, None, 1, nbytes)
+        return Case(run, None, 1, nbytes, footprint=footprint)
 
     def tensor_scatter_nd_add(backend, peer):
         tf = peer.module
@@ -482,7 +489,7 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
         def run():
             tf.tensor_scatter_nd_add(slab, where, values)
             peer.sync()
-        return Case(run, None, 1, nbytes)
+        return Case(run, None, 1, nbytes, footprint=footprint)
 
     return {"ours": scatters(first=False), "ours.first": scatters(first=True), "ours.add_rows": add_rows,
             "numpy": add_at, "torch": index_add,

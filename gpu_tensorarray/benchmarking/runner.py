@@ -10,9 +10,12 @@ interquartile range (IQR), per run and per op call.
 Bandwidth is checked against the copy bandwidth for as many bytes: a copy of the
 same bytes timed the same way (a 4 MB gather repeated in a loop stays in the CPU's
 cache, and so does a 4 MB copy; a 256 MiB copy does not), or the large copy where
-that is faster (a tiny copy is bound by its call overhead). These copies run after
-all rows. A row faster than 1.5x that is flagged as suspicious: something is
-cached, lazy or miscounted.
+that is faster (a tiny copy is bound by its call overhead). The copy touches as much
+memory as the row: a row that moves some bytes twice (a scatter-add's destination
+rows, read then written) is compared with a copy of its footprint, the bytes it
+touches once each, which stays in the cache exactly when the row's would. These
+copies run after all rows. A row faster than 1.5x that is flagged as suspicious:
+something is cached, lazy or miscounted.
 
 A row skips only when its peer is not installed (providers.Skip); any other
 failure, a wrong result included, is recorded in ``failures`` and fails the run.
@@ -134,7 +137,7 @@ def _compare_with_copies(runs, backend, profile):
         copies = _CopyReference(backend, profile, largest, known)
         for entry in results:
             if entry.get("gbps"):
-                entry["copy_gbps"] = copies.gbps(entry["bytes"]) if entry["op"] != "copy" else entry["gbps"]
+                entry["copy_gbps"] = copies.gbps(entry["footprint"]) if entry["op"] != "copy" else entry["gbps"]
                 entry["copy_ratio"] = entry["gbps"] / entry["copy_gbps"]
                 entry["suspicious"] = flag_suspicious(entry)
 
@@ -173,7 +176,7 @@ def run_rows(rows, backend, profile, progress):
                 median, iqr = _stats(times)
                 entry = dict(_entry(row, backend, case), median_s=median, iqr_s=iqr, rounds=len(times),
                              runs_per_round=repeats, per_call_us=median / case.calls * 1e6,
-                             per_call_iqr_us=iqr / case.calls * 1e6, bytes=case.nbytes,
+                             per_call_iqr_us=iqr / case.calls * 1e6, bytes=case.nbytes, footprint=case.footprint,
                              gbps=case.nbytes / median / 1e9 if case.nbytes else None)
                 if row.op == "copy":
                     copy_gbps = entry["gbps"]

@@ -172,6 +172,28 @@ def test_a_row_faster_than_copying_its_bytes_is_flagged(monkeypatch):
     assert "SUSPICIOUS" in shown.getvalue().split("lie ", 1)[1]
 
 
+def test_a_row_is_compared_with_a_copy_of_its_footprint(monkeypatch):
+    """A scatter-add reads and writes each destination row: twice in its bytes, once in
+    its footprint. The copy it is compared with touches as much memory as the row does
+    (its footprint), so that it stays in the cache exactly when the row's memory does."""
+    asked = []
+    measure = runner._CopyReference.gbps
+    monkeypatch.setattr(runner._CopyReference, "gbps", lambda self, nbytes: asked.append(nbytes) or measure(self, nbytes))
+    rows = [row for row in cases.plan(cases.TINY_SIZES) if row.op == "copy" or
+            (row.op == "scatter_add" and row.provider == "ours" and row.params["width"] > 1)][:2]
+    backend = gpu_tensorarray.get_backend("numpy")
+    runs, results = runner.run_repeated(rows, backend, runner.PROFILES["tiny"], Progress(2, io.StringIO()), 1)
+    scatter = results[1]
+    params = rows[1].params
+    count = params["multiple"] * params["rows"]
+    indices, _, distinct = cases.scatter_add_inputs(params["rows"], params["width"], count, params["distribution"])
+    row_bytes = params["width"] * 4
+    assert scatter["bytes"] == (count + 2 * distinct) * row_bytes
+    assert scatter["footprint"] == (count + distinct) * row_bytes < scatter["bytes"]
+    assert asked == [scatter["footprint"]]
+    assert scatter["copy_ratio"] == scatter["gbps"] / scatter["copy_gbps"]
+
+
 def _result(op, case, provider, seconds, variant=None, **params):
     role = "peer" if provider in ("numpy", "torch") else ("reference" if provider == "ours.add_rows" else "ours")
     return {"id": f"{op}/{case}/{provider}", "op": op, "case": case, "provider": provider, "label": provider,
