@@ -6,8 +6,9 @@ Each case first checks once that add_rows is bitwise np.add.at, then measures bo
 the same run, interleaved, and records the speed ratio in
 ``extra_info["ratio_vs_add_at"]`` (and prints it, see ``-s``). For rows of 64 or more,
 the op users see is also timed against torch's index_add_ the same way
-(``extra_info["ratio_vs_index_add"]``). Nothing here asserts a time; the targets are in
-gpu_tensorarray/benchmarking/targets.py.
+(``extra_info["ratio_vs_index_add"]``), and add_rows into a destination on a page
+against one where NumPy would put it (``extra_info["ratio_vs_numpy_placement"]``).
+Nothing here asserts a time; the targets are in gpu_tensorarray/benchmarking/targets.py.
 """
 
 from time import perf_counter
@@ -25,6 +26,7 @@ CASES = [pytest.param({"rows": SIZES["rows"], "width": width, "multiple": multip
                       id=f"E{width}-n{multiple}S-{distribution}")
          for width in SIZES["widths"] for multiple in SIZES["multiples"] for distribution in SIZES["distributions"]]
 MIN_ROUNDS, MAX_ROUNDS, BUDGET_S = 5, 200, 0.5
+PAGE = 4096
 
 
 @pytest.mark.parametrize("params", CASES)
@@ -63,6 +65,31 @@ def test_op_vs_torch_index_add_alternately(benchmark, backend, params):
         ours.teardown()
         peer.teardown()
         torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("params", [case for case in CASES if case.values[0]["width"] >= 64])
+def test_add_rows_on_a_page_vs_numpys_placement(benchmark, backend, params):
+    """add_rows into a destination that starts on a page, as the numpy backend's large
+    arrays do, against one that starts 16 bytes into a page, where NumPy puts its own
+    (README "Storage on a page"), timed alternately. Records
+    ``extra_info["ratio_vs_numpy_placement"]``."""
+    if backend.name != "numpy":
+        pytest.skip("the numpy backend's placement")
+    indices, values, _ = scatter_add_inputs(params["rows"], params["width"], params["multiple"] * params["rows"],
+                                            params["distribution"], params["hot_fraction"])
+    on_page = backend.zeros((params["rows"], params["width"]), np.float32)
+    buffer = np.zeros(on_page.nbytes + PAGE, np.uint8)
+    start = -buffer.__array_interface__["data"][0] % PAGE + 16
+    numpys = buffer[start:start + on_page.nbytes].view(np.float32).reshape(on_page.shape)
+    assert on_page.__array_interface__["data"][0] % PAGE == 0
+
+    def add(dst):
+        return lambda: backend.add_rows(dst, indices, values, "deterministic")
+    ratio = _ratio(add(numpys), add(on_page))
+    benchmark.extra_info["ratio_vs_numpy_placement"] = round(ratio, 2)
+    print(f"\n{backend.name} E={params['width']} n={params['multiple'] * params['rows']} "
+          f"{params['distribution']}: add_rows on a page is {ratio:.2f}x add_rows 16 bytes into one")
+    benchmark(add(on_page))
 
 
 def _check_bitwise(backend, params):

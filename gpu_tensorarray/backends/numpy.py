@@ -164,7 +164,7 @@ def _readonly_root(array):
 # lies 48 bytes ahead of a NumPy source row in the same 4 KiB window, and the CPU, which
 # compares only the low 12 address bits, holds source loads behind the stores they seem to
 # overlap ("4K aliasing"). From a page start the destination lies behind such a source.
-# A gradient array's scatter-add at E=4096 with a hot index: 1.2-1.5x faster for it.
+# A gradient array's scatter-add at E=4096 with a hot index: 1.2-1.3x faster for it.
 _PAGE = 4096
 PAGE_ALIGNED_BYTES = 16 * _PAGE
 

@@ -93,9 +93,10 @@ def summary(results, skipped, failures, copy_gbps, backend, verdicts, rough=Fals
               + (f"; {repeat} runs, medians over the runs" if repeat > 1 else "")
               + f"; copy bandwidth {copy_gbps:.2f} GB/s (one large copy, bytes read + written)\n"
               "GB/s: the bytes a call must move (read + written; view: none move). x copy: that over the\n"
-              "copy bandwidth for as many bytes (a copy of the same bytes timed the same way, or the large\n"
-              "copy where faster). x ref: ours over its floor in the same position (scatter_add: add_rows;\n"
-              "stack: TensorArraySizeV3). ours faster: the peer's time over ours.", file=stream)
+              "copy bandwidth for as many bytes (a copy touching as much memory as the call, timed the same\n"
+              "way, or the large copy where faster). x ref: ours over its floor in the same position\n"
+              "(scatter_add: add_rows; stack: TensorArraySizeV3). ours faster: the peer's time over ours.",
+              file=stream)
     previous = None
     for line in [header] + lines:
         if previous is not None and line[0] != previous:
