@@ -13,10 +13,10 @@
 //
 // Why no lock is taken: storage runs every op under the array's lock. Under the GIL,
 // a lock found free stays free while this code runs, because it never releases the GIL,
-// calls no Python code and allocates nothing the cyclic collector tracks (the one
-// tracked allocation, a read's view, is made with the collector paused): the op is as
-// atomic as if it held the lock. A free-threaded build has no such guarantee, so there
-// every call goes to the Python op.
+// calls no Python code and allocates nothing the cyclic collector tracks (the arrays it
+// makes, a read's view and a gather's rows, are made with the collector paused): the op
+// is as atomic as if it held the lock. A free-threaded build has no such guarantee, so
+// there every call goes to the Python op.
 //
 // The state is read where CPython keeps it: ``configure`` names the classes, whose
 // fields are ``__slots__``; a slot's member descriptor gives its offset in the object,
@@ -114,6 +114,24 @@ static Py_ssize_t count_of(PyObject* object) {
     return count;
 }
 
+// The count in ``field`` plus ``by``, a new int, else nullptr (no error set).
+static PyObject* count_plus(const State* st, PyObject* object, Field field, Py_ssize_t by) {
+    const Py_ssize_t count = count_of(get(st, object, field));
+    PyObject* sum = count < 0 ? nullptr : PyLong_FromSsize_t(count + by);
+    if (sum == nullptr) PyErr_Clear();
+    return sum;
+}
+
+// PyArray_NewFromDescr (which steals ``descr``) with the cyclic collector paused: a
+// collection could run Python code while a lock is taken for free (see the top).
+static PyObject* new_array(PyTypeObject* type, PyArray_Descr* descr, int ndim, npy_intp* dims, npy_intp* strides,
+                           char* data, int flags) {
+    const int collecting = PyGC_Disable();
+    PyObject* made = PyArray_NewFromDescr(type, descr, ndim, dims, strides, data, flags, nullptr);
+    if (collecting) PyGC_Enable();
+    return made;
+}
+
 // The ArrayStorage behind ``handle``, else nullptr.
 static PyObject* storage_of(const State* st, PyObject* handle) {
     if (Py_TYPE(handle) != st->handle_type) return nullptr;
@@ -195,8 +213,7 @@ static PyObject* write_common(const State* st, PyObject* const* args) {
             std::memcmp(PyArray_DIMS(slab) + 1, PyArray_DIMS(value), sizeof(npy_intp) * ndim) != 0) {
         return nullptr;
     }
-    const Py_ssize_t written = count_of(get(st, array, WRITTEN_COUNT));
-    PyObject* new_written = written < 0 ? nullptr : PyLong_FromSsize_t(written + 1);
+    PyObject* new_written = count_plus(st, array, WRITTEN_COUNT, 1);
     PyObject* new_size = index < size ? nullptr : PyLong_FromSsize_t(index + 1);
     if (new_written == nullptr || (index >= size && new_size == nullptr)) {
         Py_XDECREF(new_written);
@@ -245,23 +262,15 @@ static PyObject* read_common(const State* st, PyObject* const* args) {
         return nullptr;
     }
     PyObject* new_cleared = nullptr;
-    if (clear_after_read == Py_True) {
-        const Py_ssize_t cleared = count_of(get(st, array, CLEARED_COUNT));
-        new_cleared = cleared < 0 ? nullptr : PyLong_FromSsize_t(cleared + 1);
-        if (new_cleared == nullptr) {
-            PyErr_Clear();
-            return nullptr;
-        }
+    if (clear_after_read == Py_True && (new_cleared = count_plus(st, array, CLEARED_COUNT, 1)) == nullptr) {
+        return nullptr;
     }
     // view[index, ...]: the layout's row as NumPy makes it, read-only, its base the view.
     PyArray_Descr* descr = PyArray_DESCR(view);
     Py_INCREF(descr);
-    const int collecting = PyGC_Disable();
     char* data = PyArray_BYTES(view) + index * PyArray_STRIDE(view, 0);
-    PyObject* row = PyArray_NewFromDescr(Py_TYPE(view), descr, PyArray_NDIM(view) - 1, PyArray_DIMS(view) + 1,
-                                         PyArray_STRIDES(view) + 1, data, PyArray_FLAGS(view) & ~NPY_ARRAY_WRITEABLE,
-                                         nullptr);
-    if (collecting) PyGC_Enable();
+    PyObject* row = new_array(Py_TYPE(view), descr, PyArray_NDIM(view) - 1, PyArray_DIMS(view) + 1,
+                              PyArray_STRIDES(view) + 1, data, PyArray_FLAGS(view) & ~NPY_ARRAY_WRITEABLE);
     Py_INCREF(view);
     if (row == nullptr || PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(row),
                                                 reinterpret_cast<PyObject*>(view)) < 0) {
@@ -313,13 +322,7 @@ static PyObject* gather_common(const State* st, PyObject* const* args) {
     if (row_bytes == 0 || n > MOST_GATHERED_BYTES / row_bytes) return nullptr;   // empty rows: zeros, in Python
     const bool clearing = clear_after_read == Py_True;
     PyObject* new_cleared = nullptr;
-    if (clearing) {
-        const Py_ssize_t cleared = count_of(get(st, array, CLEARED_COUNT));
-        if (cleared < 0 || (new_cleared = PyLong_FromSsize_t(cleared + n)) == nullptr) {
-            PyErr_Clear();
-            return nullptr;
-        }
-    }
+    if (clearing && (new_cleared = count_plus(st, array, CLEARED_COUNT, n)) == nullptr) return nullptr;
     // One pass checks every index (a clearing array's repeats too, by a mark undone below).
     unsigned char* flags = reinterpret_cast<unsigned char*>(PyByteArray_AS_STRING(flags_object));
     const npy_int64* slots = static_cast<const npy_int64*>(PyArray_DATA(indices));
@@ -336,9 +339,7 @@ static PyObject* gather_common(const State* st, PyObject* const* args) {
         std::memcpy(dims + 1, PyArray_DIMS(slab) + 1, sizeof(npy_intp) * (PyArray_NDIM(slab) - 1));
         PyArray_Descr* descr = PyArray_DESCR(slab);
         Py_INCREF(descr);
-        const int collecting = PyGC_Disable();
-        rows = PyArray_NewFromDescr(&PyArray_Type, descr, PyArray_NDIM(slab), dims, nullptr, nullptr, 0, nullptr);
-        if (collecting) PyGC_Enable();
+        rows = new_array(&PyArray_Type, descr, PyArray_NDIM(slab), dims, nullptr, nullptr, 0);
     }
     if (rows == nullptr) {
         for (npy_intp k = 0; clearing && k < checked; ++k) flags[slots[k]] &= ~SEEN;
@@ -522,7 +523,7 @@ static PyMethodDef METHODS[] = {
 static PyModuleDef_Slot SLOTS[] = {{Py_mod_exec, reinterpret_cast<void*>(exec_module)}, {0, nullptr}};
 
 static PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT, "gpu_tensorarray_cpu_raw_ops", "Raw Write and Read, their common case compiled.",
+    PyModuleDef_HEAD_INIT, "gpu_tensorarray_cpu_raw_ops", "Raw Write, Read and Gather, their common case compiled.",
     sizeof(State), METHODS, SLOTS, traverse, clear, free_module,
 };
 
