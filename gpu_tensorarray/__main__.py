@@ -20,10 +20,8 @@ def info(args):
     name, reason = gta.default_backend()
     print(f"default backend: {name} ({reason})")
     print(f"accumulation: {gta.get_accumulation()}")
-    print("compiled host code (numpy and emulated backends):")
-    for what, (usable, how) in (("scatter-add", cpu_kernels.status()),
-                                ("raw Write, Read and Gather", cpu_kernels.raw_op_status())):
-        print(f"  {what}: {how if usable else 'not used: ' + how}")
+    usable, how = cpu_kernels.status()
+    print(f"compiled scatter-add (numpy backend): {how if usable else 'not used: ' + how}")
     return 0 if available[name] is None else 1
 
 

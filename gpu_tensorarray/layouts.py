@@ -180,7 +180,7 @@ class Layout:
 
 
 class UniformLayout(Layout):
-    __slots__ = ("slab", "view")        # read by the compiled raw ops (kernels/cpu_raw_ops.cpp)
+    __slots__ = ("slab", "view")
 
     def __init__(self, backend, dtype, row_shape=None, owner=""):
         super().__init__(backend, dtype, owner)

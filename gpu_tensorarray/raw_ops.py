@@ -13,14 +13,11 @@ import numpy as np
 
 from . import dtypes
 from .backends import get_backend
-from .backends.cpu_kernels import compiled_raw_ops
 from .errors import InvalidArgumentError, NotFoundError, about, shown
 from .host import (INT32_MAX, checked_int64_sum, host_indices, host_ints, host_ints_bounded, is_index_vector,
                    scalar_int)
-from .layouts import UniformLayout
 from .registry import Handle, registry
 from .shapes import as_partial_shape
-from .storage import ArrayStorage
 
 __all__ = [
     "TensorArrayV3", "TensorArrayWriteV3", "TensorArrayReadV3", "TensorArrayGatherV3",
@@ -104,7 +101,7 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
     return TensorArrayV3Output(handle, backend.flow(0.0))
 
 
-def _write_op(handle, index, value, flow_in, name=None):
+def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
@@ -116,7 +113,7 @@ def _write_op(handle, index, value, flow_in, name=None):
     return flow_out
 
 
-def _read_op(handle, index, flow_in, dtype, name=None):
+def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
     if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
@@ -127,7 +124,7 @@ def _read_op(handle, index, flow_in, dtype, name=None):
     return value
 
 
-def _gather_op(handle, indices, flow_in, dtype, element_shape=None, name=None):
+def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
     """The elements at ``indices``, stacked along a new first axis."""
     if type(indices) is range:
         indices, bounds = host_indices(indices, owner=handle), None
@@ -139,13 +136,6 @@ def _gather_op(handle, indices, flow_in, dtype, element_shape=None, name=None):
     if _record is not None:
         _record("TensorArrayGatherV3", (handle, indices, flow_in), (value,), array.dtype)
     return value
-
-
-# Write, Read and Gather are the ops above where g++ cannot build kernels/cpu_raw_ops.cpp; else
-# its functions, which take the ops' common case in C (without a Python call: a loop of small
-# writes or reads costs what this call costs) and call the ops above for every other.
-TensorArrayWriteV3, TensorArrayReadV3, TensorArrayGatherV3 = (
-    compiled_raw_ops(globals(), Handle, ArrayStorage, UniformLayout) or (_write_op, _read_op, _gather_op))
 
 
 def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):

@@ -53,8 +53,6 @@ class ArrayStorage:
     the backend makes: on a GPU, holding it makes the array's device current and
     orders its device work across streams (``Backend.array_lock``)."""
 
-    # The fields the compiled raw Write, Read and Gather read and set
-    # (kernels/cpu_raw_ops.cpp): slots, at fixed offsets. The rest live in __dict__.
     __slots__ = ("dtype", "clear_after_read", "_size", "_dynamic_size", "_flags", "_lock", "_attention", "_layout",
                  "_accepted_shape", "_written_count", "_cleared_count", "_unread", "__dict__", "__weakref__")
 

@@ -3,7 +3,9 @@
 // Compiled two ways: by NVRTC for the GPU (CuPy's RawModule), and by g++ for the
 // CPU when emulation.h stands in for the CUDA runtime (the emulated backend).
 // The loader (gpu_tensorarray/backends/kernel_sources.py) inlines quoted includes once
-// each, so this file needs no include guard.
+// each; the guard is for kernels/emulated_kernels.cpp, which includes every .cu file.
+#ifndef GPU_TENSORARRAY_COMMON_CUH
+#define GPU_TENSORARRAY_COMMON_CUH
 #ifdef __CUDACC__
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -161,3 +163,5 @@ __device__ __forceinline__ void atomic_add(complex128* target, complex128 value)
     atomic_add(&target->re, value.re);
     atomic_add(&target->im, value.im);
 }
+
+#endif  // GPU_TENSORARRAY_COMMON_CUH

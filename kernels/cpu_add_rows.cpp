@@ -11,10 +11,10 @@
 // sequence).
 //
 // A CPython extension module rather than a plain library: a call takes its arrays
-// through the buffer protocol for about 0.1 us each, where ctypes needs each
-// array's address from Python (over 1 us apiece), which is more than a small add
-// costs. Built by g++ (backends/cpu_kernels.py), never by NVRTC: the loader
-// compiles only kernels/*.cu for GPUs.
+// through the buffer protocol, where ctypes needs each array's address from Python,
+// which costs more than a small add. Built when the package is installed
+// (setup.py: the optional extension gpu_tensorarray._cpu_add_rows), never by NVRTC;
+// backends/cpu_kernels.py imports it.
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -34,7 +34,7 @@ enum AddStatus { ADDED = 0, REFUSED = 1, OVERLAP = 2 };
 // grouping saves a destination load and store per repeated destination and keeps
 // several streams in flight: 1.1-1.3x faster. So it takes all three of:
 // - source rows of at least grouping_bytes in all (set_grouping_bytes, which
-//   backends/cpu_kernels.py calls at load with this CPU's last-level cache size;
+//   backends/cpu_kernels.py calls at import with this CPU's last-level cache size;
 //   atomic, since calls read it with the GIL released);
 static std::atomic<long long> grouping_bytes{32LL << 20};
 // - rows of at least this many bytes: below it a hot destination was slower grouped,
@@ -176,11 +176,13 @@ struct DtypeEntry {
     AddRows add;
 };
 
-// One entry per aggregatable dtype, in the order of the CPU_ADD_ROWS_ENTRY lines that
-// backends/cpu_kernels.py appends to this source: a call names its dtype by position.
+// One entry per aggregatable dtype, in the order of cpu_add_rows_dtypes.h: a call names
+// its dtype by position (backends/cpu_kernels.py maps names to positions at import).
 #define CPU_ADD_ROWS_ENTRY(NAME, T) {#NAME, (Py_ssize_t)sizeof(T), &add_rows_erased<T>},
-extern const DtypeEntry DTYPES[];
-extern const int N_DTYPES;
+static const DtypeEntry DTYPES[] = {
+#include "cpu_add_rows_dtypes.h"
+};
+static const int N_DTYPES = sizeof(DTYPES) / sizeof(DTYPES[0]);
 
 // The work (elements) above which a call lets other Python threads run meanwhile.
 static const long long RELEASE_GIL_ELEMENTS = 1 << 16;
@@ -291,17 +293,11 @@ static PyMethodDef METHODS[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
-// Multi-phase initialisation: every load makes a fresh module (a rebuilt library
-// loaded in the same process is never mistaken for the one before).
 static PyModuleDef_Slot SLOTS[] = {{0, nullptr}};
 
 static PyModuleDef MODULE = {
-    PyModuleDef_HEAD_INIT, "gpu_tensorarray_cpu_add_rows", "The numpy backend's compiled scatter-add.", 0, METHODS,
+    PyModuleDef_HEAD_INIT, "gpu_tensorarray._cpu_add_rows", "The numpy backend's compiled scatter-add.", 0, METHODS,
     SLOTS, nullptr, nullptr, nullptr,
 };
 
-PyMODINIT_FUNC PyInit_gpu_tensorarray_cpu_add_rows(void) { return PyModuleDef_Init(&MODULE); }
-
-// backends/cpu_kernels.py appends the dtype table here:
-//   extern const DtypeEntry DTYPES[] = { CPU_ADD_ROWS_ENTRY(float32, float) ... };
-//   extern const int N_DTYPES = <its length>;
+PyMODINIT_FUNC PyInit__cpu_add_rows(void) { return PyModuleDef_Init(&MODULE); }

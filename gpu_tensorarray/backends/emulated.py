@@ -1,32 +1,29 @@
 """The emulated backend: NumPy arrays, but gather, scatter and scatter-add run the
-GPU kernels (kernels/*.cu) compiled for the CPU by g++ with kernels/emulation.h
-standing in for CUDA, through the same launch code as the cupy backend.
+GPU kernels (kernels/*.cu) compiled for the CPU with kernels/emulation.h standing in
+for CUDA, through the same launch code as the cupy backend.
 
 It exists so that machines without a GPU exercise the kernels and their launch
-code. The compiled library is cached on disk (build_cache.py says how it is kept
-safe), keyed by the sources, the compiler and its flags.
+code. The library, gpu_tensorarray._emulated_kernels (kernels/emulated_kernels.cpp),
+is built when the package is installed (setup.py); where it was not, this backend is
+unavailable, and says why. Nothing is compiled at run time.
 """
 
 import ctypes
 import functools
-import hashlib
-import shutil
-import subprocess
+import importlib.util
 
 import numpy as np
 
 from .. import dtypes
 from ..errors import UnavailableError
-from . import build_cache, kernel_sources
+from . import kernel_sources
 from .kernel_rows import KernelRows
 from .launch import CompiledKernels
 from .numpy import NumpyBackend
 
-__all__ = ["EmulatedBackend"]
+__all__ = ["EmulatedBackend", "LIBRARY"]
 
-COMPILER = "g++"
-# -ffp-contract=off: no fused multiply-adds, so float arithmetic is the kernels' as written.
-FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-ffp-contract=off", "-x", "c++")
+LIBRARY = "gpu_tensorarray._emulated_kernels"
 
 
 class EmulatedBackend(KernelRows, NumpyBackend):
@@ -52,7 +49,8 @@ class _EmulatedModule(CompiledKernels):
                    if not hasattr(self._library, symbol(kernel, dtype))]
         if missing:
             raise UnavailableError(f"The emulated backend's library {path} lacks {len(missing)} kernels "
-                                   f"({', '.join(missing[:3])}...); remove {build_cache.cache_folder()} to rebuild it")
+                                   f"({', '.join(missing[:3])}...): it is from another version of gpu_tensorarray; "
+                                   f"reinstall the package")
 
     def _load_function(self, kernel, dtype):
         function = getattr(self._library, symbol(kernel, dtype))
@@ -73,39 +71,18 @@ def symbol(kernel, dtype):
     return f"{kernel}_{dtypes.name_of(dtype)}"
 
 
-def source():
-    """The kernels, then one EMULATED_EXPORT line per instantiation (data only: the
-    C++ of an entry point is the macro's, in kernels/emulation.h)."""
-    exports = (f"EMULATED_EXPORT({kernel}, {dtypes.name_of(dtype)}, {dtypes.c_type(dtype)})"
-               for kernel, dtype in kernel_sources.instantiations())
-    return kernel_sources.module_source() + "\n" + "\n".join(exports) + "\n"
-
-
-def _compiler():
-    compiler = shutil.which(COMPILER)
-    if compiler is None:
-        raise UnavailableError(f"The emulated backend needs a C++17 compiler, {COMPILER}, on PATH: install it "
-                               f"(Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++)")
-    return compiler
-
-
-def library_name(compiler=None):
-    """The cached library's file name: a digest of the source, the compiler and its flags."""
-    compiler = compiler or _compiler()
-    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
-    key = hashlib.sha256("\0".join([source(), compiler, version, *FLAGS]).encode()).hexdigest()[:24]
-    return f"kernels-{key}.so"
-
-
 @functools.cache
 def _library():
-    compiler = _compiler()
-
-    def build(path):
-        result = subprocess.run([compiler, *FLAGS, "-o", str(path), "-"], input=source(),
-                                capture_output=True, text=True)
-        if result.returncode != 0:
-            raise UnavailableError(f"{compiler} could not build the emulated backend's kernels (it needs C++17 "
-                                   f"support: install a newer g++):\n{result.stderr[-4000:]}")
-
-    return build_cache.load_or_build(library_name(compiler), build, _EmulatedModule)
+    """The loaded library (an object with ``.function(kernel, dtype)`` -> a callable
+    ``(blocks, threads, kernelParams)``), once per process; UnavailableError when the
+    install did not build it."""
+    spec = importlib.util.find_spec(LIBRARY)
+    if spec is None or not spec.origin:
+        raise UnavailableError(f"The emulated backend's kernels ({LIBRARY}) were not built when gpu_tensorarray was "
+                               f"installed: no C++17 compiler was found then. Install one (Debian/Ubuntu: apt-get "
+                               f"install g++; Fedora: dnf install gcc-c++) and reinstall the package; from a "
+                               f"checkout, python setup.py build_ext --inplace")
+    try:
+        return _EmulatedModule(spec.origin)
+    except OSError as error:
+        raise UnavailableError(f"The emulated backend's library {spec.origin} cannot be loaded: {error}") from None
