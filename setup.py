@@ -16,7 +16,6 @@ import errno
 import os
 import resource
 import shutil
-import shlex
 import sys
 
 from setuptools import Extension, setup
@@ -32,20 +31,24 @@ _CONSEQUENCE = {
 
 
 def _cause(compiler, error, folders):
-    """The real reason a build failed, as far as the build can tell."""
-    executable = shlex.split(" ".join(compiler.compiler_so))[0] if getattr(compiler, "compiler_so", None) else None
+    """(the real reason a build failed, as far as the build can tell; what to do)."""
+    command = getattr(compiler, "compiler_so_cxx", None) or getattr(compiler, "compiler_so", None)
+    executable = command[0] if command else None
     if executable and shutil.which(executable) is None:
-        return f"no C++ compiler: {executable!r} is not on PATH (set CC and CXX to choose one)"
+        return (f"no C++ compiler: {executable!r} is not on PATH (set CXX to choose one)",
+                "Install a C++17 compiler (Debian/Ubuntu: apt-get install g++) and reinstall to build it.")
+    advice = "Remove the cause and reinstall to build it."
     for folder in folders:
         try:
             if shutil.disk_usage(folder).free < (16 << 20):
-                return f"{os.strerror(errno.ENOSPC)} in {folder}"
+                return f"{os.strerror(errno.ENOSPC)} in {folder}", advice
         except OSError:
             pass
     limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
     if limit != resource.RLIM_INFINITY and limit < (256 << 20):
-        return f"{os.strerror(errno.EFBIG)}: the file size limit (ulimit -f) is {limit} bytes"
-    return f"the compiler failed ({error}; its own messages are above)"
+        return f"{os.strerror(errno.EFBIG)}: the file size limit (ulimit -f) is {limit} bytes", advice
+    return (f"the compiler failed ({error}; its own messages are above)",
+            "It needs C++17 (g++ 8 or newer, or clang 7); set CXX to choose another, and reinstall.")
 
 
 class OptionalBuildExt(build_ext):
@@ -56,11 +59,10 @@ class OptionalBuildExt(build_ext):
             super().build_extension(ext)
         except Exception as error:      # setuptools' compile, link and spawn errors
             folders = [self.build_temp, os.path.dirname(self.get_ext_fullpath(ext.name)) or "."]
+            cause, advice = _cause(self.compiler, error, folders)
             line = "*" * 78
             sys.stderr.write(f"\n{line}\nWARNING: gpu_tensorarray's optional extension {ext.name} was not built: "
-                             f"{_cause(self.compiler, error, folders)}.\nWithout it "
-                             f"{_CONSEQUENCE[ext.name]}. Install a C++17 compiler (Debian/Ubuntu: apt-get install "
-                             f"g++) and reinstall to build it.\n{line}\n\n")
+                             f"{cause}.\nWithout it {_CONSEQUENCE[ext.name]}. {advice}\n{line}\n\n")
 
 
 setup(
