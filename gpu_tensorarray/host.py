@@ -11,7 +11,7 @@ import numpy as np
 from .backends.arrays import is_cupy_array
 from .errors import InvalidArgumentError, about, described, shown
 
-__all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "index_vector", "spans", "flag_view",
+__all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
            "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
            "first_true", "element_count", "checked_int64_sum", "INT32_MAX", "INT64_MAX"]
 
@@ -20,6 +20,9 @@ _INT32_MIN = -(2**31)
 INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)
 _smallest, _largest = np.minimum.reduce, np.maximum.reduce     # ndarray.min/max without their Python wrapper
+# NumPy's integer scalar types, exactly: np.timedelta64 subclasses np.signedinteger, and
+# np.bool_ is no integer, so an isinstance test would let the one in and a kind test the other.
+NUMPY_INTS = frozenset(np.dtype(code).type for code in "bBhHiIlLqQnN")
 
 
 def host_ints(value, what, dtype_name="int32", owner=None):
@@ -76,7 +79,7 @@ def _python_ints(value):
         item = stack.pop()
         if type(item) in (list, tuple):
             stack.extend(item)
-        elif type(item) is int or isinstance(item, np.integer):
+        elif type(item) is int or type(item) in NUMPY_INTS:
             leaves.append(int(item))
         else:
             return None
@@ -93,8 +96,10 @@ def host_indices(value, what="indices", owner=None):
 
 def scalar_int(value, what, message, owner=None):
     """A host Python int from a scalar; ``message`` (TensorFlow's) when the rank is not 0."""
-    if type(value) is int and _INT32_MIN <= value <= INT32_MAX:
-        return value
+    if type(value) is int or type(value) in NUMPY_INTS:     # a NumPy scalar: an index from a tensor
+        number = int(value)
+        if _INT32_MIN <= number <= INT32_MAX:
+            return number
     array = host_ints(value, what, owner=owner)
     if array.ndim != 0:
         raise InvalidArgumentError(message + shape_text(array.shape) + about(owner))

@@ -85,11 +85,11 @@ static __forceinline__ void add_grouped(T* __restrict__ dst, long long n_dst, co
 // which needs none: a scatter-add never fails for want of memory). A function of its
 // own, cloned for AVX2 like add_rows_in_order: inlined there, it slowed that
 // function's index checks by 7% (the code around them compiled differently).
-template <typename T>
+template <typename T, typename I>
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx2", "default"), noinline))
 #endif
-static bool plan_and_add_grouped(T* dst, long long n_dst, const T* rows, const long long* indices, long long n_rows,
+static bool plan_and_add_grouped(T* dst, long long n_dst, const T* rows, const I* indices, long long n_rows,
                                  long long row_size) {
     long long* end = static_cast<long long*>(std::calloc(n_dst, sizeof(long long)));
     long long* order = static_cast<long long*>(std::malloc(n_rows * sizeof(long long)));
@@ -113,13 +113,14 @@ static bool plan_and_add_grouped(T* dst, long long n_dst, const T* rows, const l
 // slot holds a value" check, made in the same pass as the bounds check.
 // Compiled twice, the AVX2 clone chosen at load time where the CPU has it: wider
 // vectors, the same adds in the same order (no contraction: -ffp-contract=off), so
-// the same bits, and a cached library still runs on any x86-64.
-template <typename T>
+// the same bits, and a library built on one x86-64 still runs on any other.
+// I: the index type, int64 or int32 (TensorFlow's TensorArray indices), read as they are.
+template <typename T, typename I>
 #if defined(__x86_64__) && defined(__GNUC__)
 __attribute__((target_clones("avx2", "default")))
 #endif
 static AddStatus add_rows_in_order(T* __restrict__ dst, long long n_dst, const T* __restrict__ rows,
-                                   const long long* __restrict__ indices, long long n_rows, long long row_size,
+                                   const I* __restrict__ indices, long long n_rows, long long row_size,
                                    const unsigned char* flags, long long n_flags, unsigned char required) {
     for (long long k = 0; k < n_rows; ++k) {
         const long long index = indices[k];
@@ -146,7 +147,7 @@ static AddStatus add_rows_in_order(T* __restrict__ dst, long long n_dst, const T
     const long long row_bytes = row_size * (long long)sizeof(T);
     if (row_bytes >= GROUPED_ROW_BYTES && n_rows > 1 && n_dst <= GROUPED_DESTINATIONS_PER_ROW * n_rows &&
             n_rows * row_bytes >= grouping_bytes.load(std::memory_order_relaxed) &&
-            plan_and_add_grouped(dst, n_dst, rows, indices, n_rows, row_size)) {
+            plan_and_add_grouped<T, I>(dst, n_dst, rows, indices, n_rows, row_size)) {
         return ADDED;
     }
     for (long long k = 0; k < n_rows; ++k) {
@@ -159,26 +160,28 @@ static AddStatus add_rows_in_order(T* __restrict__ dst, long long n_dst, const T
     return ADDED;
 }
 
-typedef AddStatus (*AddRows)(void*, long long, const void*, const long long*, long long, long long,
+typedef AddStatus (*AddRows)(void*, long long, const void*, const void*, long long, long long,
                              const unsigned char*, long long, unsigned char);
 
-template <typename T>
-static AddStatus add_rows_erased(void* dst, long long n_dst, const void* rows, const long long* indices,
+template <typename T, typename I>
+static AddStatus add_rows_erased(void* dst, long long n_dst, const void* rows, const void* indices,
                                  long long n_rows, long long row_size, const unsigned char* flags, long long n_flags,
                                  unsigned char required) {
-    return add_rows_in_order<T>(static_cast<T*>(dst), n_dst, static_cast<const T*>(rows), indices, n_rows, row_size,
-                                flags, n_flags, required);
+    return add_rows_in_order<T, I>(static_cast<T*>(dst), n_dst, static_cast<const T*>(rows),
+                                   static_cast<const I*>(indices), n_rows, row_size, flags, n_flags, required);
 }
 
 struct DtypeEntry {
     const char* name;
     Py_ssize_t itemsize;
-    AddRows add;
+    AddRows add64;      // int64 indices
+    AddRows add32;      // int32 indices
 };
 
 // One entry per aggregatable dtype, in the order of cpu_add_rows_dtypes.h: a call names
 // its dtype by position (backends/cpu_kernels.py maps names to positions at import).
-#define CPU_ADD_ROWS_ENTRY(NAME, T) {#NAME, (Py_ssize_t)sizeof(T), &add_rows_erased<T>},
+#define CPU_ADD_ROWS_ENTRY(NAME, T) \
+    {#NAME, (Py_ssize_t)sizeof(T), &add_rows_erased<T, long long>, &add_rows_erased<T, int>},
 static const DtypeEntry DTYPES[] = {
 #include "cpu_add_rows_dtypes.h"
 };
@@ -200,8 +203,9 @@ static bool overlap(const Py_buffer& a, const Py_buffer& b) {
 
 // add_rows(dtype_position, dst, indices, rows[, flags, required]) -> an AddStatus.
 // ``dst`` and ``rows`` are C-contiguous buffers of the dtype (``rows``: len(indices)
-// rows of dst's row size), ``indices`` C-contiguous int64, ``flags`` bytes. A call that
-// breaks these rules raises ValueError or BufferError: a caller's bug.
+// rows of dst's row size), ``indices`` C-contiguous int64 or int32 (signed: the caller
+// vouches, the buffer gives only the width), ``flags`` bytes. A call that breaks these
+// rules raises ValueError or BufferError: a caller's bug.
 static PyObject* add_rows(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
     if (n_args != 4 && n_args != 6) {
         PyErr_SetString(PyExc_TypeError, "add_rows(dtype_position, dst, indices, rows[, flags, required])");
@@ -228,9 +232,10 @@ static PyObject* add_rows(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
         return nullptr;
     }
     PyObject* result = nullptr;
-    const long long n_rows = indices.len / 8;
+    const AddRows add = indices.itemsize == 8 ? dtype.add64 : indices.itemsize == 4 ? dtype.add32 : nullptr;
+    const long long n_rows = indices.len / (indices.itemsize ? indices.itemsize : 1);
     const long long row_elements = n_rows ? rows.len / dtype.itemsize / n_rows : 0;
-    if (indices.itemsize != 8 || dst.itemsize != dtype.itemsize || rows.itemsize != dtype.itemsize ||
+    if (add == nullptr || dst.itemsize != dtype.itemsize || rows.itemsize != dtype.itemsize ||
             (n_rows && (row_elements == 0 || rows.len != n_rows * row_elements * dtype.itemsize ||
                         dst.len % (row_elements * dtype.itemsize) != 0))) {
         PyErr_SetString(PyExc_ValueError, "add_rows: the buffers do not match (dtype, row size or index width)");
@@ -244,12 +249,12 @@ static PyObject* add_rows(PyObject*, PyObject* const* args, Py_ssize_t n_args) {
             const long long n_flags = guarded ? flags.len : 0;
             if (n_rows * row_elements > RELEASE_GIL_ELEMENTS) {
                 Py_BEGIN_ALLOW_THREADS
-                status = dtype.add(dst.buf, n_dst, rows.buf, static_cast<const long long*>(indices.buf), n_rows,
-                                   row_elements, flag_bytes, n_flags, (unsigned char)required);
+                status = add(dst.buf, n_dst, rows.buf, indices.buf, n_rows, row_elements, flag_bytes, n_flags,
+                             (unsigned char)required);
                 Py_END_ALLOW_THREADS
             } else {
-                status = dtype.add(dst.buf, n_dst, rows.buf, static_cast<const long long*>(indices.buf), n_rows,
-                                   row_elements, flag_bytes, n_flags, (unsigned char)required);
+                status = add(dst.buf, n_dst, rows.buf, indices.buf, n_rows, row_elements, flag_bytes, n_flags,
+                             (unsigned char)required);
             }
         }
         result = PyLong_FromLong(status);

@@ -83,7 +83,7 @@ def add_rows_function(dtype):
     ``dst``, or, given ``flags`` (bytes per destination row), when a destination's flag
     is not ``required``; OVERLAP when ``rows`` share memory with ``dst`` (copy them
     first). ``dst`` and ``rows`` must be C-contiguous arrays of ``dtype``, ``rows``
-    having ``dst``'s row shape, ``indices`` C-contiguous int64."""
+    having ``dst``'s row shape, ``indices`` C-contiguous int64 or int32."""
     return None if _adds is None else _adds.get(dtype.name)
 
 

@@ -11,19 +11,21 @@ from .cpu_kernels import ADDED, REFUSED, add_rows_function
 
 __all__ = ["prepare_add_rows_sequential"]
 
+_INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))     # what the compiled loop reads as they are
+
 
 def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype, guard=None):
     """-> ``add(dst)``: ``np.add.at(dst, indices, rows)``, bitwise. Whatever must be
     allocated (a private copy of rows that are a view, which may be of the array's own
     storage: np.add.at reads rows as they were; int64 indices for the compiled loop) is
     allocated here, through ``backend.allocate``, so ``add`` cannot run out of memory half
-    way. ``guard``: see Backend.prepare_add_rows. A guard is checked in the compiled
+    way; int32 indices (TensorFlow's) need no copy. ``guard``: see Backend.prepare_add_rows. A guard is checked in the compiled
     loop's first pass, or, when something must be allocated first, on the host before
     that: a refused add allocates nothing."""
     compiled = add_rows_function(np.dtype(dtype)) if len(indices) and rows.size else None
     copy_rows = rows.base is not None or (compiled is not None and
                                           (rows.dtype != dtype or not rows.flags.c_contiguous))
-    copy_indices = compiled is not None and (indices.dtype != np.int64 or not indices.flags.c_contiguous)
+    copy_indices = compiled is not None and (indices.dtype not in _INDEX_DTYPES or not indices.flags.c_contiguous)
     if guard is not None and (compiled is None or copy_rows or copy_indices):
         return guarded(guard, indices, lambda: prepare_add_rows_sequential(backend, indices, rows, n_destinations,
                                                                             dtype))

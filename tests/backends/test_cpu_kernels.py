@@ -75,6 +75,18 @@ def test_compiled_add_is_bitwise_np_add_at(compiled, dtype, width, count, distri
     assert_same(dst, _reference(start, indices, rows))
 
 
+@pytest.mark.parametrize("index_dtype", ["int32", "int64"])
+@pytest.mark.parametrize("width,count", [(1, 4096), (64, 300), (515, 41)])
+def test_int32_and_int64_indices_add_alike(compiled, index_dtype, width, count):
+    """TensorFlow's indices are int32: the loop reads them as they are, in each of its paths
+    (a column, rows in source order, wide rows grouped by destination)."""
+    indices, start, rows = _inputs("float32", 11, count, width, "hot", seed=count)
+    dst = start.copy()
+    with _grouping_from(0):
+        assert compiled(np.dtype("float32"))(dst, indices.astype(index_dtype), rows) == ADDED
+    assert_same(dst, _reference(start, indices, rows))
+
+
 @contextlib.contextmanager
 def _grouping_from(nbytes):
     before = cpu_kernels.set_grouping_bytes(nbytes)
@@ -219,7 +231,7 @@ def test_compiled_add_rejects_buffers_that_do_not_match(compiled):
     with pytest.raises(ValueError):
         add(dst, np.array([0, 1]), np.ones((2, 3), np.float64))            # another dtype
     with pytest.raises(ValueError):
-        add(dst, np.array([0, 1], np.int32), np.ones((2, 3), np.float32))  # int32 indices
+        add(dst, np.array([0, 1], np.int16), np.ones((2, 3), np.float32))  # int16 indices
     with pytest.raises((ValueError, BufferError)):
         add(dst, np.array([0, 1]), np.ones((3, 2), np.float32).T)          # not C-contiguous
     assert (dst == 0).all()
