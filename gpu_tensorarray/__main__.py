@@ -1,4 +1,5 @@
-"""Command line: ``python -m gpu_tensorarray info | demo | bench | selftest``."""
+"""Command line: ``python -m gpu_tensorarray info | demo | selftest`` (benchmarks: ``python -m bench``
+from a source checkout)."""
 
 import argparse
 import os
@@ -90,28 +91,9 @@ def demo(args):
 
 
 def bench(args):
-    """Benchmarks: a progress display on stderr, a summary table, targets, JSON and a plot."""
-    from gpu_tensorarray.benchmarking.command import run_bench
-
-    return run_bench(args)
-
-
-def _add_bench_parser(commands):
-    parser = commands.add_parser("bench", help="time the ops against the copy bandwidth (and peers with --peers)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer rounds per row (same sizes); target verdicts are marked rough")
-    parser.add_argument("--backend", default=None, help="numpy | emulated | cupy (default: automatic)")
-    parser.add_argument("--peers", action="store_true",
-                        help="also NumPy, PyTorch and TensorFlow, where installed (extra: peers)")
-    parser.add_argument("--threads", type=int, metavar="N",
-                        help="threads for the peers (torch, TensorFlow, OpenMP); default: their own choice")
-    parser.add_argument("--only", metavar="REGEX", help="only the rows whose id (op/case/provider) matches")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N",
-                        help="run the selection N times in this process: medians and min-max spread per row")
-    parser.add_argument("--json", metavar="FILE", help="write every row and the machine description as JSON")
-    parser.add_argument("--plot", metavar="FILE.png", help="plot throughput against size (needs matplotlib); prints where it went")
-    parser.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)   # tiny sizes: the CLI's own test
-    parser.set_defaults(run=bench)
+    print("error: the benchmarks are not part of the installed package: from a source checkout, run "
+          "python -m bench --help", file=sys.stderr)
+    return 2
 
 
 def selftest(args):
@@ -135,9 +117,12 @@ def main(argv=None):
     demo_parser = commands.add_parser("demo", help="a dynamic loop and two gradient computations")
     demo_parser.add_argument("--backend", default=None, help="numpy | emulated | cupy (default: automatic)")
     demo_parser.set_defaults(run=demo)
-    _add_bench_parser(commands)
+    commands.add_parser("bench", help="moved: python -m bench, from a source checkout", add_help=False,
+                        prefix_chars="\0").set_defaults(run=bench)
     _add_selftest_parser(commands)
-    args = parser.parse_args(argv)
+    args, rest = parser.parse_known_args(argv)
+    if rest and args.command != "bench":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         status = args.run(args)
         sys.stdout.flush()

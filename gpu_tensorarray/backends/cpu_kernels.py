@@ -56,12 +56,14 @@ def _load():
 
 
 _adds, _module = None, None
+_by_dtype = {}      # dtype -> its add or None, filled on use (dtype.name is a slow property)
 
 
 def reset():
     """Look the module up again (tests: a changed environment)."""
     global _adds, _module
     _adds, _module = _load()
+    _by_dtype.clear()
 
 
 reset()
@@ -84,7 +86,11 @@ def add_rows_function(dtype):
     is not ``required``; OVERLAP when ``rows`` share memory with ``dst`` (copy them
     first). ``dst`` and ``rows`` must be C-contiguous arrays of ``dtype``, ``rows``
     having ``dst``'s row shape, ``indices`` C-contiguous int64 or int32."""
-    return None if _adds is None else _adds.get(dtype.name)
+    try:
+        return _by_dtype[dtype]
+    except KeyError:
+        add = _by_dtype[dtype] = None if _adds is None else _adds.get(dtype.name)
+        return add
 
 
 def set_grouping_bytes(nbytes):

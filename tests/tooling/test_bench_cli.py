@@ -1,9 +1,10 @@
-"""``python -m gpu_tensorarray bench`` end to end, at tiny sizes (the hidden --tiny
-option): every planned row is in the JSON, measured with positive numbers, or listed
-as skipped with a reason (only for a peer not installed); the machine description is
-there. Also: a wrong gradient or an exception in our rows fails the run; a row faster
-than copying its bytes is flagged; --repeat reports medians and spreads; the targets
-are data evaluated by one function."""
+"""``python -m bench`` (the harness in the checkout's bench/) end to end, at tiny sizes (the
+hidden --tiny option): every planned row is in the JSON, measured with positive numbers,
+or listed as skipped with a reason (only for a peer not installed); the machine
+description is there. Also: a wrong gradient or an exception in our rows fails the run; a
+MISSED target fails it unless --no-fail; every usage error is one line and exit status 2;
+a row faster than copying its bytes is flagged; --repeat reports medians and spreads; the
+targets are data evaluated by one function; the installed package carries no benchmark."""
 
 import importlib.util
 import json
@@ -18,23 +19,35 @@ import numpy as np
 import pytest
 
 import gpu_tensorarray
-from gpu_tensorarray.__main__ import main
-from gpu_tensorarray.benchmarking import cases, runner, targets
-from gpu_tensorarray.benchmarking.cases import TINY_SIZES, plan
-from gpu_tensorarray.benchmarking.report import Progress, summary
+import gpu_tensorarray.__main__
 
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gpu_tensorarray.__file__)))
-_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))     # the torch rows time its examples/
+_REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# bench/ is the checkout's, found after whatever gpu_tensorarray is installed (CI runs the
+# suite against the installed wheel, from tests/).
+if _REPOSITORY not in sys.path:
+    sys.path.append(_REPOSITORY)
+
+from bench import cases, runner, targets  # noqa: E402
+from bench.cases import TINY_SIZES, plan  # noqa: E402
+from bench.command import main  # noqa: E402
+from bench.report import Progress, summary  # noqa: E402
+
+# Runs bench's __main__ with the checkout last on sys.path, as above.
+_LAUNCH = ("import runpy, sys; sys.path[:1] = []; sys.path.append(sys.argv.pop(1)); "
+           "runpy.run_module('bench', run_name='__main__', alter_sys=True)")
 
 _NUMBERS = ("median_s", "per_call_us", "rounds", "runs_per_round")
 
 
+def _bench(*args, cwd=None):
+    return subprocess.run([sys.executable, "-c", _LAUNCH, _REPOSITORY, *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
 def _run_bench(tmp_path, *extra, cwd=None):
     out = tmp_path / "bench.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-m", "gpu_tensorarray", "bench", "--quick", "--tiny", "--backend", "numpy",
-                           "--json", str(out), *extra], capture_output=True, text=True, timeout=60, env=env,
-                          cwd=cwd)
+    done = _bench("--quick", "--tiny", "--backend", "numpy", "--no-fail", "--json", str(out), *extra,
+                  cwd=cwd or tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(out.read_text()), done
 
@@ -130,7 +143,7 @@ def test_bench_repeat_reports_median_and_spread(tmp_path):
 
 
 def _bench_in_process(capsys, *extra):
-    code = main(["bench", "--quick", "--tiny", "--backend", "numpy", *extra])
+    code = main(["--quick", "--tiny", "--backend", "numpy", "--no-fail", *extra])
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -216,7 +229,7 @@ def test_targets_are_data_evaluated_by_one_function():
     assert verdicts["grad scatter-add, E>=64, np.add.at's time over ours"]["met"] is True     # 7x >= 6x
     torch = verdicts["grad scatter-add, E>=64, torch index_add_'s time (1 thread) over ours"]
     assert torch["met"] is None and "--threads 1" in torch["measured"]
-    assert verdicts["raw_ops write per call"]["met"] is True
+    assert verdicts["raw_ops write per call, keywords"]["met"] is True
     threaded = {v["target"].split(":")[0]: v for v in targets.evaluate(results, {"threads": 1})}
     assert threaded["grad scatter-add, E>=64, torch index_add_'s time (1 thread) over ours"]["met"] is True
     results[0].update(median_s=8e-6, per_call_us=8.0)
@@ -239,3 +252,51 @@ def test_torch_rnn_rows_time_both_models_with_equal_gradients(tmp_path):
     assert all(row["median_s"] > 0 for row in measured.values())
     assert measured["torch"]["ours_speedup"] > 0
     assert "torch_rnn" in done.stdout
+
+
+@pytest.mark.parametrize("arguments,message", [
+    (["--backend", "numpy", "--only", "("], "--only '(' is not a regular expression"),
+    (["--backend", "numpy", "--only", "^no such op/"], "--only '^no such op/' selects no row"),
+    (["--backend", "tpu"], "--backend tpu: "),
+    (["--repeat", "0"], "--repeat needs a count of at least 1"),
+    (["--threads", "0"], "--threads needs a count of at least 1"),
+])
+def test_every_usage_error_is_one_line_and_exit_status_2(tmp_path, arguments, message):
+    done = _bench("--tiny", *arguments, cwd=tmp_path)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: " + message), done.stderr
+    assert "Traceback" not in done.stderr and not done.stdout
+
+
+def test_a_missed_target_fails_the_run_unless_no_fail(monkeypatch, capsys):
+    impossible = (targets.Target("raw_ops write per call, keywords", "write", ("ours",), {}, "per_call_us", "<=",
+                                 1e-9),)
+    monkeypatch.setattr("bench.command.evaluate", lambda results, settings: targets.evaluate(results, settings,
+                                                                                             impossible))
+    code = main(["--quick", "--tiny", "--backend", "numpy", "--only", "^write/.*/ours$"])
+    out, err = capsys.readouterr()
+    assert code == 1 and "MISSED" in out and "1 target MISSED" in err
+    assert _bench_in_process(capsys, "--only", "^write/.*/ours$")[0] == 0
+
+
+def test_help_says_what_it_does_with_an_example(tmp_path):
+    done = _bench("--help", cwd=tmp_path)
+    assert done.returncode == 0
+    assert "Time gpu_tensorarray's ops" in done.stdout and "example: python -m bench " in done.stdout
+
+
+def test_the_package_carries_no_benchmark(capsys):
+    """The installed package has no benchmark code; its old subcommand points to the new one."""
+    package = os.path.dirname(os.path.abspath(gpu_tensorarray.__file__))
+    assert not os.path.exists(os.path.join(package, "benchmarking"))
+    assert gpu_tensorarray.__main__.main(["bench", "--quick"]) == 2
+    assert "python -m bench" in capsys.readouterr().err
+
+
+def test_call_forms_users_write_are_rows_beside_the_fastest():
+    """Keywords (tf.raw_ops' only form), an np.int32 scalar index, int32 index vectors."""
+    rows = {row.id for row in plan(TINY_SIZES)}
+    for op in ("write", "read"):
+        for provider in ("ours", "ours.positional", "ours.np_int32", "ours.class"):
+            assert any(row.startswith(f"{op}/") and row.endswith(f"/{provider}") for row in rows), (op, provider)
+    assert any(row.startswith("scatter_add/") and "/ours.int64/" in row for row in rows)

@@ -76,7 +76,11 @@ def _tensorflow(backend):
 Provider = namedtuple("Provider", "name role phase load what")
 
 PROVIDERS = {p.name: p for p in (
-    Provider("ours", "ours", 0, _ours, "raw_ops: the op users see"),
+    Provider("ours", "ours", 0, _ours, "raw_ops as users call it: keywords (tf.raw_ops' only form), int indices "
+                                       "(int32 index vectors)"),
+    Provider("ours.positional", "ours", 0, _ours, "raw_ops called positionally: the fastest form"),
+    Provider("ours.np_int32", "ours", 0, _ours, "raw_ops with keywords and an np.int32 scalar index (from a tensor)"),
+    Provider("ours.int64", "ours", 0, _ours, "raw_ops with keywords and int64 index vectors"),
     Provider("ours.class", "ours", 0, _ours, "the TensorArray class"),
     Provider("ours.first", "ours", 0, _ours, "raw_ops: the op's first call after a fresh setup (cold)"),
     Provider("ours.add_rows", "reference", 0, _ours, "the backend's scatter-add primitive under the op"),

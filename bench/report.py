@@ -192,24 +192,35 @@ def _version(*distributions):
 
 
 def cpu_model():
+    """The CPU's brand string (py-cpuinfo), else what the platform module knows."""
     try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        import cpuinfo
+    except ImportError:
+        return platform.processor() or platform.machine()
+    info = cpuinfo.get_cpu_info()
+    return info.get("brand_raw") or info.get("arch") or platform.machine()
+
+
+def _thread_pools():
+    """The native thread pools loaded now (BLAS, OpenMP), by threadpoolctl, or why not."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return "threadpoolctl is not installed (bench/requirements.txt)"
+    return [{key: pool.get(key) for key in ("user_api", "internal_api", "prefix", "version", "num_threads")}
+            for pool in threadpool_info()]
 
 
 def machine_description(backend):
     """CPU, cores, versions and thread settings (read after the peers ran, so the
     thread counts of the libraries they loaded are known)."""
-    from .. import __version__, get_accumulation
+    from gpu_tensorarray import __version__, get_accumulation
+    from gpu_tensorarray.backends import cpu_kernels
 
     threads = {name: os.environ[name] for name in
                ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                 "TF_NUM_INTEROP_THREADS") if name in os.environ}
+    threads["pools"] = _thread_pools()
     torch = sys.modules.get("torch")
     if torch is not None:
         threads["torch.get_num_threads"] = torch.get_num_threads()
@@ -229,7 +240,7 @@ def machine_description(backend):
         "cupy": _version("cupy", "cupy-cuda12x", "cupy-cuda13x", "cupy-cuda11x"),
         "torch": _version("torch"), "tensorflow": _version("tensorflow", "tensorflow-cpu"),
         "threads": threads, "backend": backend.name, "device": str(backend.device),
-        "accumulation_default": get_accumulation(),
+        "accumulation_default": get_accumulation(), "compiled_scatter_add": cpu_kernels.status()[1],
     }
     if backend.name == "cupy":
         import cupy

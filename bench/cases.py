@@ -1,6 +1,5 @@
 """What the benchmark times: one table of sizes (SIZES), one setup factory per op,
-and OPS, the table that turns them into rows. ``python -m gpu_tensorarray bench``
-and the pytest-benchmark files in bench/ both run ``plan()``'s rows.
+and OPS, the table that turns them into rows, which ``python -m bench`` runs.
 
 A factory is called as ``factory(**params)`` and returns ``{provider: build}``;
 ``build(backend, peer)`` returns a ``Case`` (``peer``: what providers.PROVIDERS
@@ -28,9 +27,9 @@ from time import perf_counter
 
 import numpy as np
 
-from .. import GradientTape, device, raw_ops, stats
-from ..backends.accumulation import MODES, accumulation
-from ..tensor_array import TensorArray
+from gpu_tensorarray import GradientTape, device, raw_ops, stats
+from gpu_tensorarray.backends.accumulation import MODES, accumulation
+from gpu_tensorarray.tensor_array import TensorArray
 from .providers import PROVIDERS, Skip
 
 __all__ = ["SIZES", "TINY_SIZES", "OPS", "Op", "Case", "Row", "WrongResult", "plan", "scatter_add_inputs",
@@ -146,13 +145,21 @@ def write_loop(steps, width):
             return Case(make_writer(state, value, backend), setup, steps, nbytes, arrays.close)
         return build
 
-    def raw(state, value, backend):
-        def run():
-            handle, flow = state["handle"], state["flow"]
-            for index in range(steps):
-                flow = raw_ops.TensorArrayWriteV3(handle, index, value, flow)
-            backend.synchronize()
-        return run
+    def raw(indices, keywords):
+        def make(state, value, backend):
+            def run():
+                handle, flow = state["handle"], state["flow"]
+                for index in indices:
+                    flow = raw_ops.TensorArrayWriteV3(handle, index, value, flow)
+                backend.synchronize()
+
+            def run_keywords():     # as tf.raw_ops is called: keyword arguments only
+                handle, flow = state["handle"], state["flow"]
+                for index in indices:
+                    flow = raw_ops.TensorArrayWriteV3(handle=handle, index=index, value=value, flow_in=flow)
+                backend.synchronize()
+            return run_keywords if keywords else run
+        return make
 
     def cls(state, value, backend):
         def run():
@@ -193,8 +200,9 @@ def write_loop(steps, width):
             peer.sync()
         return Case(run, None, steps, nbytes)
 
-    return {"ours": ours(raw), "ours.class": ours(cls), "numpy": row_assignment, "torch": row_assignment,
-            "tensorflow": tensorflow, "tf.raw_ops": tf_raw_ops}
+    return {"ours": ours(raw(range(steps), True)), "ours.positional": ours(raw(range(steps), False)),
+            "ours.np_int32": ours(raw(_np_int32(steps), True)), "ours.class": ours(cls),
+            "numpy": row_assignment, "torch": row_assignment, "tensorflow": tensorflow, "tf.raw_ops": tf_raw_ops}
 
 
 def read_loop(steps, width):
@@ -202,16 +210,22 @@ def read_loop(steps, width):
     so every round reads the same array). Reads return views: no bytes move."""
     host = np.arange(steps * width, dtype=_F32).reshape(steps, width)
 
-    def ours(class_api):
+    def ours(form):
         def build(backend, peer):
             arrays = _Arrays()
             handle, flow = arrays.open(steps, "float32", element_shape=(width,), clear_after_read=False)
             flow = raw_ops.TensorArrayScatterV3(handle, np.arange(steps), backend.asarray(host), flow)
             ta = TensorArray("float32", handle=handle, flow=flow)
+            indices = _np_int32(steps) if form == "np_int32" else range(steps)
 
             def run():
-                for index in range(steps):
+                for index in indices:
                     raw_ops.TensorArrayReadV3(handle, index, flow, "float32")
+                backend.synchronize()
+
+            def run_keywords():     # as tf.raw_ops is called: keyword arguments only
+                for index in indices:
+                    raw_ops.TensorArrayReadV3(handle=handle, index=index, flow_in=flow, dtype="float32")
                 backend.synchronize()
 
             def run_class():
@@ -221,7 +235,8 @@ def read_loop(steps, width):
 
             def check():
                 _expect(np.array_equal(backend.to_numpy(ta.read(steps - 1)), host[-1]), "read: wrong row")
-            return Case(run_class if class_api else run, None, steps, None, arrays.close, check=check)
+            timed = {"class": run_class, "positional": run}.get(form, run_keywords)
+            return Case(timed, None, steps, None, arrays.close, check=check)
         return build
 
     def indexing(backend, peer):
@@ -255,8 +270,14 @@ def read_loop(steps, width):
             peer.sync()
         return Case(run, None, steps, None, lambda: tf.raw_ops.TensorArrayCloseV3(handle=handle))
 
-    return {"ours": ours(False), "ours.class": ours(True), "numpy": indexing, "torch": indexing,
-            "tensorflow": tensorflow, "tf.raw_ops": tf_raw_ops}
+    return {"ours": ours("keywords"), "ours.positional": ours("positional"), "ours.np_int32": ours("np_int32"),
+            "ours.class": ours("class"), "numpy": indexing, "torch": indexing, "tensorflow": tensorflow,
+            "tf.raw_ops": tf_raw_ops}
+
+
+def _np_int32(count):
+    """Indices as NumPy int32 scalars: what an index that came from a tensor is."""
+    return [np.int32(index) for index in range(count)]
 
 
 # -- stack and gather ---------------------------------------------------------------------------
@@ -400,7 +421,8 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
 
     "ours": the op users see: TensorArrayGradV3 of a fresh forward array and a first
     TensorArrayScatterV3 into the gradient array (once), then the timed scatters,
-    each aggregating every row, repeated as the floor and the peers are. "ours.first":
+    each aggregating every row, repeated as the floor and the peers are; called with
+    keywords and int32 indices, as TensorFlow requires; "ours.int64": int64 indices. "ours.first":
     the first aggregating scatter after a fresh setup, one per round: what a training
     step pays when it makes its gradient arrays anew (cold caches, fresh temporaries).
     "ours.add_rows": the backend's scatter-add primitive on a (rows, width) slab, the
@@ -412,7 +434,9 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
     nbytes = (count + 2 * distinct) * width * _F32.itemsize
     footprint = (count + distinct) * width * _F32.itemsize
 
-    def scatters(first):
+    indices32 = indices.astype(np.int32)
+
+    def scatters(first, where=indices32):
         def build(backend, peer):
             values, arrays, state = backend.asarray(host_values), _Arrays(), {}
             # The mode holds for the whole case, as around a training loop: a context per
@@ -433,7 +457,7 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
                 backend.synchronize()
 
             def run():
-                raw_ops.TensorArrayScatterV3(state["grad"], indices, values, state["flow"])
+                raw_ops.TensorArrayScatterV3(handle=state["grad"], indices=where, value=values, flow_in=state["flow"])
                 backend.synchronize()
 
             def check():
@@ -465,7 +489,7 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
 
     def add_at(backend, peer):
         xp = peer.module
-        values, where, slab = xp.asarray(host_values), xp.asarray(indices), xp.zeros((rows, width), _F32)
+        values, where, slab = xp.asarray(host_values), xp.asarray(indices32), xp.zeros((rows, width), _F32)
         scatter = np.add.at if xp is np else importlib.import_module("cupyx").scatter_add
 
         def run():
@@ -491,7 +515,8 @@ def grad_scatter_add(rows, width, multiple, distribution, hot_fraction=0.9, mode
             peer.sync()
         return Case(run, None, 1, nbytes, footprint=footprint)
 
-    return {"ours": scatters(first=False), "ours.first": scatters(first=True), "ours.add_rows": add_rows,
+    return {"ours": scatters(first=False), "ours.int64": scatters(first=False, where=indices),
+            "ours.first": scatters(first=True), "ours.add_rows": add_rows,
             "numpy": add_at, "torch": index_add,
             "tensorflow": tensor_scatter_nd_add}
 
@@ -576,13 +601,10 @@ _EXAMPLE = pathlib.Path("examples", "rnn_torch.py")
 
 
 def _rnn_example():
-    """examples/rnn_torch.py as a module: from the source checkout the package sits in, or
-    from the current directory (already on sys.path under ``python -m``: no place further
-    up is searched, so nothing outside what the user runs from is loaded)."""
-    roots = (pathlib.Path(__file__).resolve().parents[2], pathlib.Path.cwd())
-    path = next((root / _EXAMPLE for root in roots if (root / _EXAMPLE).is_file()), None)
-    if path is None:
-        raise Skip("the torch rows time examples/rnn_torch.py: run from a source checkout's root")
+    """examples/rnn_torch.py as a module, from the source checkout bench/ is in."""
+    path = pathlib.Path(__file__).resolve().parents[1] / _EXAMPLE
+    if not path.is_file():
+        raise Skip(f"the torch rows time examples/rnn_torch.py, which is not at {path}")
     spec = importlib.util.spec_from_file_location("gpu_tensorarray_rnn_torch_example", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -702,15 +724,15 @@ def _memory_cases(sizes):
 # requires: an optional package every row of the op needs (then all of them skip without
 # it, ours included), or None.
 Op = namedtuple("Op", "factory cases providers modes requires", defaults=(None,))
-_ALL = ("ours", "ours.class", "numpy", "torch", "tensorflow", "tf.raw_ops")
+_LOOPS = ("ours", "ours.positional", "ours.np_int32", "ours.class", "numpy", "torch", "tensorflow", "tf.raw_ops")
 
 OPS = {
     "copy": Op(copy, _copy_cases, ("numpy",), ()),
-    "write": Op(write_loop, _loop_cases, _ALL, ()),
-    "read": Op(read_loop, _loop_cases, _ALL, ()),
+    "write": Op(write_loop, _loop_cases, _LOOPS, ()),
+    "read": Op(read_loop, _loop_cases, _LOOPS, ()),
     "stack": Op(stack_written, _stack_cases, ("ours", "ours.class", "ours.size", "numpy", "torch", "tensorflow"), ()),
     "scatter_add": Op(grad_scatter_add, _scatter_cases,
-                      ("ours", "ours.first", "ours.add_rows", "numpy", "torch", "tensorflow"), MODES),
+                      ("ours", "ours.int64", "ours.first", "ours.add_rows", "numpy", "torch", "tensorflow"), MODES),
     "gather": Op(gather_rows, _gather_cases, ("ours", "numpy", "torch", "tensorflow"), ()),
     "tape": Op(tape_loop, _tape_cases, ("ours",), ()),
     "memory": Op(dynamic_growth_memory, _memory_cases, ("ours",), ()),
