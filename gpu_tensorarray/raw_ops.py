@@ -14,8 +14,8 @@ import numpy as np
 from . import dtypes
 from .backends import get_backend
 from .errors import InvalidArgumentError, NotFoundError, about, shown
-from .host import (INT32_MAX, checked_int64_sum, host_indices, host_ints, host_ints_bounded, is_index_vector,
-                   scalar_int)
+from .host import (INT32_MAX, NUMPY_INTS, checked_int64_sum, host_indices, host_ints, host_ints_bounded,
+                   is_index_vector, scalar_int)
 from .registry import Handle, registry
 from .shapes import as_partial_shape
 
@@ -103,7 +103,9 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
 
 def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
-    if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+    if type(index) is not int:      # a NumPy integer scalar (an index from a tensor) without a call
+        index = int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
+    if not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
     flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
@@ -115,7 +117,9 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
 
 def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
-    if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+    if type(index) is not int:      # a NumPy integer scalar (an index from a tensor) without a call
+        index = int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
+    if not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
     value = array.read(index, dtypes.as_dtype(dtype, handle))
