@@ -2,7 +2,7 @@
 
 For each backend checked (default: every available one but numpy, the reference):
 1. load: create the backend and launch once (on cupy this compiles every kernel
-   for this GPU, on emulated it loads the g++ build);
+   for this GPU, on emulated it loads the library built at install);
 2. every row primitive (take_rows, put_rows, add_rows in both accumulation
    modes) for every dtype (bfloat16 where ml_dtypes is installed), on random
    data, against the numpy backend: bitwise where the README promises it (copies,

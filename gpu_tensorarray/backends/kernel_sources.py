@@ -2,7 +2,8 @@
 compiles, each kernel's C signature, and which dtypes each kernel is built for.
 
 Both compiled backends start here: cupy hands ``module_source()`` and
-``name_expressions()`` to NVRTC; emulated hands the same text to g++. The
+``name_expressions()`` to NVRTC; the emulated backend's library, built at install
+(setup.py), compiles the same files, its entry points from ``instantiations()``. The
 launcher checks arguments against ``signature()``, parsed from the .cu files
 themselves, so the Python side cannot drift from the C side unnoticed.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 from .. import dtypes
 from ..errors import InternalError
 
-__all__ = ["kernels_dir", "module_source", "host_source", "signature", "name_expression", "name_expressions",
+__all__ = ["kernels_dir", "module_source", "signature", "name_expression", "name_expressions",
            "instantiations", "atomic_dtypes", "KERNEL_DTYPES", "ATOMIC_DTYPES", "Parameter", "Signature"]
 
 # Dtypes (by name, as every table here: bfloat16's numpy dtype exists only once
@@ -74,12 +75,6 @@ def module_source():
     inlined once each. One text means one compiled module per device, and a
     compiler cache keyed by this text sees header edits too."""
     return _inlined(sorted(kernels_dir().glob("*.cu")))
-
-
-def host_source(name):
-    """kernels/``name`` (a CPU-only source, such as cpu_add_rows.cpp) with its quoted
-    includes inlined: the whole text g++ compiles, so a cache keyed by it sees header edits."""
-    return _inlined([kernels_dir() / name])
 
 
 def _inlined(paths):

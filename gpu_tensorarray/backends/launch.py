@@ -2,8 +2,8 @@
 
 ``launch()`` checks each argument against the C signature parsed from the .cu
 source, computes the launch geometry, and hands the launch to the backend's
-compiled module (NVRTC's on the GPU, g++'s on the CPU for the emulated backend).
-A mismatch is our bug, never the user's, so it raises InternalError: the kernel
+compiled module (NVRTC's on the GPU; for the emulated backend, the CPU library built at
+install). A mismatch is our bug, never the user's, so it raises InternalError: the kernel
 would otherwise read the wrong bytes without complaint.
 """
 
