@@ -182,11 +182,14 @@ class TensorArray:
             raise InvalidArgumentError(f"TensorArray {self._handle.name}: unstack needs a value of rank >= 1, "
                                        f"got a scalar")
         count = shape[0]
-        if self._known_size is not None and count > self._known_size:
-            raise InvalidArgumentError(
-                f"TensorArray {self._handle.name}: unstack of a value with {count} rows into an array of size "
-                f"{self._known_size}: create the TensorArray with size={count} or dynamic_size=True")
-        return self.scatter(np.arange(count), value, name=name)
+        try:
+            return self.scatter(np.arange(count), value, name=name)
+        except InvalidArgumentError as error:
+            # TensorFlow's unstack is this scatter, so its text comes first; the advice follows it.
+            if not error.message.startswith("Max scatter index must be < array size"):
+                raise
+            raise type(error)(f"{error.message} (TensorArray.unstack of {count} rows: create the TensorArray "
+                              f"with size={count} or dynamic_size=True)") from None
 
     def scatter(self, indices, value, name=None):
         value, shape = self._value(value)
