@@ -46,7 +46,7 @@ class Check:
     compared: str       # "bitwise", "reorder bound", ...
     ok: bool
     detail: str = ""
-    seconds: float = None
+    seconds: float | None = None
 
 
 def run(specs=None, as_json=None, out=sys.stdout):

@@ -7,8 +7,9 @@ It has exactly these names, enough for the three examples of tf.TensorArray's
 documentation to run unchanged:
 
 * ``TensorArray``: always TensorFlow 2's rules (tf2_array.py);
-* the dtypes ``bool``, ``float16/32/64``, ``int8/16/32/64``, ``uint8/16/32/64``,
-  ``complex64/128`` (NumPy dtypes);
+* the dtypes (NumPy dtypes) ``bool``, ``float16``, ``float32``, ``float64``, ``int8``,
+  ``int16``, ``int32``, ``int64``, ``uint8``, ``uint16``, ``uint32``, ``uint64``,
+  ``complex64``, ``complex128``;
 * ``constant``: Python values typed as tf.constant types them (floats to float32,
   ints to int32), as NumPy arrays;
 * ``range``: tf.range, as a NumPy array (int32 for ints, float32 for floats);
@@ -31,7 +32,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import dtypes as _dtypes
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError as _InvalidArgumentError
 from .tape import GradientTape as _GradientTape
 from .tf2_array import TF2TensorArray as TensorArray
 
@@ -66,8 +67,8 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> n
     if dtype is None:
         dtype = int32 if all(bound.dtype.kind in "iu" for bound in bounds) else float32
     if int(np.sign(bounds[2])) == 0:
-        raise InvalidArgumentError("Requires delta != 0: 0")
-    return np.arange(*bounds, dtype=_dtypes.as_dtype(dtype))
+        raise _InvalidArgumentError("Requires delta != 0: 0")
+    return np.arange(start, limit, delta, dtype=_dtypes.as_dtype(dtype))
 
 
 class Variable:
@@ -104,7 +105,7 @@ class Variable:
     def _same(self, value: Any, combine: Callable[[np.ndarray, np.ndarray], Any]) -> np.ndarray:
         new = np.asarray(combine(self._value, np.asarray(value)))
         if new.shape != self._value.shape:
-            raise InvalidArgumentError(f"Cannot assign a value of shape {list(new.shape)} to a variable of shape "
+            raise _InvalidArgumentError(f"Cannot assign a value of shape {list(new.shape)} to a variable of shape "
                                        f"{list(self._value.shape)}")
         return new.astype(self._value.dtype, copy=False)
 
