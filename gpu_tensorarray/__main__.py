@@ -169,7 +169,7 @@ def main(argv=None):
                                             "or the CPU (NumPy), without TensorFlow.",
                      epilog=f"example:\n  {prog} demo", formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"gpu_tensorarray {gta.__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{info,demo,bench,selftest}")
+    commands = parser.add_subparsers(title="commands", dest="command", required=True)
     _command(commands, "info", "print the version, the backends usable here, the default one and why",
              f"{prog} info").set_defaults(run=info)
     demo_parser = _command(commands, "demo", "run a dynamic loop under a GradientTape and two gradient "
