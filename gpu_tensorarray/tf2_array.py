@@ -7,7 +7,7 @@ inside a tf.function, where it is a TensorList.
   with the shapes of the slots that are set.
 * unstack and split replace the whole contents (a dynamic array takes their length).
 * Where TensorFlow 2 crashes or contradicts itself, the nearest sane rule raises
-  TensorFlow's error class (the README lists each case).
+  TensorFlow's error class (docs/guide.md lists each case).
 
 Storage stays V3: each TF2 array is a logical list over one V3 array (dynamic, reads
 that never clear) and a map from logical slot to physical slot. A write always goes
