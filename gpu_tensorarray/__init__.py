@@ -7,6 +7,8 @@ NVIDIA GPUs (CuPy) or the CPU (NumPy), without TensorFlow.
     gta.raw_ops.TensorArrayReadV3(ta.handle, 0, ta.flow, "float32")
 """
 
+from typing import Any as _Any
+
 import numpy as _numpy
 
 from .backends.arrays import is_cupy_array as _is_cupy_array
@@ -29,11 +31,11 @@ __all__ = [
 ]
 
 
-def to_numpy(array):
+def to_numpy(array: _Any) -> _numpy.ndarray:
     """A NumPy copy (or, for NumPy input, the array itself) of any backend's array."""
     return array.get() if _is_cupy_array(array) else _numpy.asarray(array)
 
 
-def stats():
+def stats() -> dict[str, _Any]:
     """Open TensorArrays and the bytes they hold, per backend."""
     return registry.stats()

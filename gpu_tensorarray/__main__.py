@@ -1,5 +1,5 @@
-"""Command line: ``python -m gpu_tensorarray info | demo | selftest`` (benchmarks: ``python -m bench``
-from a source checkout)."""
+"""Command line: ``python -m gpu_tensorarray info | demo | selftest`` (or the
+``gpu-tensorarray`` console script). Benchmarks: ``python -m bench`` from a source checkout."""
 
 import argparse
 import os
@@ -9,7 +9,38 @@ import sys
 import numpy as np
 
 import gpu_tensorarray as gta
+from gpu_tensorarray.backends import _parse as _parse_backend
 from gpu_tensorarray.backends import cpu_kernels
+
+
+class _Parser(argparse.ArgumentParser):
+    """A user error is one line on stderr and exit status 2 (argparse's own code), not
+    the usage block with the error under it."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _backend(text):
+    """--backend's type: a name or device gta.device() knows (whether it loads here is
+    the command's to say)."""
+    try:
+        _parse_backend(text)
+    except gta.errors.InvalidArgumentError as error:
+        raise argparse.ArgumentTypeError(error.message) from None
+    return text
+
+
+def _prog(argv0):
+    """The name the user typed: the console script's own, else ``python -m gpu_tensorarray``."""
+    name = os.path.basename(argv0 or "")
+    return "python -m gpu_tensorarray" if name in ("", "__main__.py", "-c") else name
+
+
+def _command(commands, name, summary, example, **options):
+    """A subcommand whose help says what it does and shows an example."""
+    return commands.add_parser(name, help=summary, description=f"{summary}.", epilog=f"example:\n  {example}",
+                               formatter_class=argparse.RawDescriptionHelpFormatter, **options)
 
 
 def info(args):
@@ -102,24 +133,34 @@ def selftest(args):
     return run(args.backend, args.json)
 
 
-def _add_selftest_parser(commands):
-    parser = commands.add_parser("selftest", help="check every kernel and device placement against numpy")
-    parser.add_argument("--backend", action="append", metavar="NAME",
+def _add_selftest_parser(commands, prog):
+    parser = _command(commands, "selftest", "check every kernel and device placement against the numpy backend",
+                      f"{prog} selftest --backend emulated --json selftest.json")
+    parser.add_argument("--backend", action="append", metavar="NAME", type=_backend,
                         help="numpy | emulated | cupy | cuda:N, repeatable (default: every available one but numpy)")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE", help="JSON to FILE (default: stdout)")
     parser.set_defaults(run=selftest)
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gpu_tensorarray", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("info", help="version, backends available, the default and why").set_defaults(run=info)
-    demo_parser = commands.add_parser("demo", help="a dynamic loop and two gradient computations")
-    demo_parser.add_argument("--backend", default=None, help="numpy | emulated | cupy (default: automatic)")
+    prog = _prog(sys.argv[0])
+    parser = _Parser(prog=prog, description="TensorFlow's TensorArray V3 ops and their gradients on the GPU (CuPy) "
+                                            "or the CPU (NumPy), without TensorFlow.",
+                     epilog=f"example:\n  {prog} demo", formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"gpu_tensorarray {gta.__version__}")
+    commands = parser.add_subparsers(title="commands", dest="command", required=True)
+    _command(commands, "info", "print the version, the backends usable here, the default one and why",
+             f"{prog} info").set_defaults(run=info)
+    demo_parser = _command(commands, "demo", "run a dynamic loop under a GradientTape and two gradient "
+                           "computations, each accumulating in its own gradient arrays",
+                           f"{prog} demo --backend emulated")
+    demo_parser.add_argument("--backend", default=None, type=_backend,
+                             help="numpy | emulated | cupy | cuda:N (default: automatic)")
     demo_parser.set_defaults(run=demo)
+    # Accepts any arguments, so that old command lines reach the message saying where it went.
     commands.add_parser("bench", help="moved: python -m bench, from a source checkout", add_help=False,
                         prefix_chars="\0").set_defaults(run=bench)
-    _add_selftest_parser(commands)
+    _add_selftest_parser(commands, prog)
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "bench":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
@@ -128,7 +169,7 @@ def main(argv=None):
         sys.stdout.flush()
         return status
     except gta.errors.OpError as error:
-        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        print(f"{prog}: error: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # The reader went away (``info | head -1``): stop quietly. Point stdout at

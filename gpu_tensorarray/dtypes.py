@@ -64,7 +64,7 @@ _ALIASES = {
     "cfloat": "complex64", "cdouble": "complex128",
 }
 _PYTHON_TYPES = {float: "float32", int: "int32", complex: "complex128", bool: "bool"}
-_CACHE = {}
+_CACHE: dict = {}
 
 
 def as_dtype(spec, owner=None):

@@ -5,6 +5,10 @@ Code that catches ``tf.errors.InvalidArgumentError`` keeps working with
 works too. Messages keep TensorFlow's wording (users match on them).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __all__ = [
     "shown", "described", "about", "allocation_over_limit", "OpError", "CancelledError", "UnknownError", "InvalidArgumentError",
     "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",
@@ -14,7 +18,7 @@ __all__ = [
 ]
 
 
-def shown(value, limit=80):
+def shown(value: Any, limit: int = 80) -> str:
     """A caller's value for an error message: its repr, shortened, and never failing
     (a hostile __repr__ must not replace our error with its own)."""
     try:
@@ -24,7 +28,7 @@ def shown(value, limit=80):
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def described(error):
+def described(error: BaseException) -> str:
     """An exception a caller's object raised, for our message: its class and text,
     never failing (its __str__ may raise too)."""
     try:
@@ -35,7 +39,7 @@ def described(error):
     return f"{name}: {text}" if text else name
 
 
-def about(owner):
+def about(owner: Any) -> str:
     """" (TensorArray <name>)" when an argument meant for an array's op is bad: the
     message then names the array, as every check inside the array's op does."""
     try:
@@ -45,7 +49,7 @@ def about(owner):
     return f" (TensorArray {name})" if isinstance(name, str) else ""
 
 
-def allocation_over_limit(what, nbytes, limit, backend, device):
+def allocation_over_limit(what: str, nbytes: int, limit: int, backend: str, device: Any) -> ResourceExhaustedError:
     """The ResourceExhaustedError for a request over a backend's limit, before allocating."""
     return ResourceExhaustedError(
         f"OOM when allocating {what}: {nbytes} bytes exceed the {backend} backend's limit of {limit} bytes on {device}")
@@ -56,31 +60,90 @@ class OpError(Exception):
 
     error_code = 2
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
 
-def _error(name, code, builtin, doc):
-    return type(name, (OpError, builtin), {"error_code": code, "__doc__": doc, "__module__": __name__})
+# Written out (not made by a factory) so that type checkers and help() see real classes.
+class CancelledError(OpError, RuntimeError):
+    """An operation was cancelled."""
+    error_code = 1
 
 
-CancelledError = _error("CancelledError", 1, RuntimeError, "An operation was cancelled.")
-UnknownError = _error("UnknownError", 2, RuntimeError, "An error of no other class.")
-InvalidArgumentError = _error("InvalidArgumentError", 3, ValueError, "An argument is invalid.")
-DeadlineExceededError = _error("DeadlineExceededError", 4, TimeoutError, "A deadline passed.")
-NotFoundError = _error("NotFoundError", 5, LookupError, "A resource (a TensorArray) was not found.")
-AlreadyExistsError = _error("AlreadyExistsError", 6, RuntimeError, "A resource already exists.")
-PermissionDeniedError = _error("PermissionDeniedError", 7, PermissionError, "Permission denied.")
-ResourceExhaustedError = _error("ResourceExhaustedError", 8, MemoryError, "Out of memory, host or device.")
-FailedPreconditionError = _error("FailedPreconditionError", 9, RuntimeError, "The system is not in a state for the op.")
-AbortedError = _error("AbortedError", 10, RuntimeError, "An operation was aborted.")
-OutOfRangeError = _error("OutOfRangeError", 11, IndexError, "An index is out of range.")
-UnimplementedError = _error("UnimplementedError", 12, NotImplementedError, "Not implemented or supported.")
-InternalError = _error("InternalError", 13, RuntimeError, "An internal invariant broke.")
-UnavailableError = _error("UnavailableError", 14, RuntimeError, "A service is unavailable.")
-DataLossError = _error("DataLossError", 15, RuntimeError, "Unrecoverable data loss.")
-UnauthenticatedError = _error("UnauthenticatedError", 16, PermissionError, "Not authenticated.")
+class UnknownError(OpError, RuntimeError):
+    """An error of no other class."""
+    error_code = 2
+
+
+class InvalidArgumentError(OpError, ValueError):
+    """An argument is invalid."""
+    error_code = 3
+
+
+class DeadlineExceededError(OpError, TimeoutError):
+    """A deadline passed."""
+    error_code = 4
+
+
+class NotFoundError(OpError, LookupError):
+    """A resource (a TensorArray) was not found."""
+    error_code = 5
+
+
+class AlreadyExistsError(OpError, RuntimeError):
+    """A resource already exists."""
+    error_code = 6
+
+
+class PermissionDeniedError(OpError, PermissionError):
+    """Permission denied."""
+    error_code = 7
+
+
+class ResourceExhaustedError(OpError, MemoryError):
+    """Out of memory, host or device."""
+    error_code = 8
+
+
+class FailedPreconditionError(OpError, RuntimeError):
+    """The system is not in a state for the op."""
+    error_code = 9
+
+
+class AbortedError(OpError, RuntimeError):
+    """An operation was aborted."""
+    error_code = 10
+
+
+class OutOfRangeError(OpError, IndexError):
+    """An index is out of range."""
+    error_code = 11
+
+
+class UnimplementedError(OpError, NotImplementedError):
+    """Not implemented or supported."""
+    error_code = 12
+
+
+class InternalError(OpError, RuntimeError):
+    """An internal invariant broke."""
+    error_code = 13
+
+
+class UnavailableError(OpError, RuntimeError):
+    """A service is unavailable."""
+    error_code = 14
+
+
+class DataLossError(OpError, RuntimeError):
+    """Unrecoverable data loss."""
+    error_code = 15
+
+
+class UnauthenticatedError(OpError, PermissionError):
+    """Not authenticated."""
+    error_code = 16

@@ -8,9 +8,13 @@ set by ``gta.set_tensor_array_mode``, else the environment variable
 ``GPU_TENSORARRAY_MODE``, else "tf1". raw_ops always follow the V3 rules.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
+from typing import Any
 
 from .errors import InvalidArgumentError, shown
 
@@ -19,23 +23,23 @@ __all__ = ["MODES", "tensor_array_mode", "set_tensor_array_mode", "get_tensor_ar
 
 MODES = ("tf1", "tf2")
 _local = threading.local()
-_default = [None]
-_classes = {}           # mode -> the TensorArray class with its rules (each registers itself)
+_default: list[str | None] = [None]
+_classes: dict[str, type] = {}           # mode -> the TensorArray class with its rules (each registers itself)
 
 
-def _checked(mode, what):
+def _checked(mode: Any, what: str) -> str:
     if mode not in MODES:
         raise InvalidArgumentError(f"{what} must be one of {', '.join(map(repr, MODES))}, got {shown(mode)}")
     return mode
 
 
-def set_tensor_array_mode(mode):
+def set_tensor_array_mode(mode: str | None) -> None:
     """The process-wide default mode (None: back to GPU_TENSORARRAY_MODE, else "tf1")."""
     _default[0] = None if mode is None else _checked(mode, "mode")
 
 
 @contextlib.contextmanager
-def tensor_array_mode(mode):
+def tensor_array_mode(mode: str) -> Iterator[str]:
     """TensorArrays created inside (in this thread) follow ``mode``'s rules."""
     _checked(mode, "mode")
     stack = _local.__dict__.setdefault("stack", [])
@@ -46,7 +50,7 @@ def tensor_array_mode(mode):
         stack.pop()
 
 
-def get_tensor_array_mode():
+def get_tensor_array_mode() -> str:
     """The mode a TensorArray created here without ``mode=`` gets."""
     stack = getattr(_local, "stack", None)
     if stack:
@@ -59,16 +63,16 @@ def get_tensor_array_mode():
     return "tf1"
 
 
-def resolve(mode):
+def resolve(mode: str | None) -> str:
     return get_tensor_array_mode() if mode is None else _checked(mode, "mode")
 
 
-def register_class(mode, cls):
+def register_class(mode: str, cls: type) -> None:
     """``cls`` implements ``mode``'s rules (called by the module defining it, so the
     base class needs no import of its subclasses)."""
     _classes[_checked(mode, "mode")] = cls
 
 
-def class_for(mode):
+def class_for(mode: str | None) -> Any:
     """The class a ``TensorArray(..., mode=mode)`` construction makes."""
     return _classes[resolve(mode)]

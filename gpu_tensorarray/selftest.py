@@ -5,7 +5,7 @@ For each backend checked (default: every available one but numpy, the reference)
    for this GPU, on emulated it loads the library built at install);
 2. every row primitive (take_rows, put_rows, add_rows in both accumulation
    modes) for every dtype (bfloat16 where ml_dtypes is installed), on random
-   data, against the numpy backend: bitwise where the README promises it (copies,
+   data, against the numpy backend: bitwise where docs/guide.md promises it (copies,
    deterministic scatter-add), else within the error bound of a reordered sum
    (float atomics), with its time;
 3. placement, on every device the backend has (each visible GPU on cupy): an
@@ -46,7 +46,7 @@ class Check:
     compared: str       # "bitwise", "reorder bound", ...
     ok: bool
     detail: str = ""
-    seconds: float = None
+    seconds: float | None = None
 
 
 def run(specs=None, as_json=None, out=sys.stdout):
@@ -145,7 +145,7 @@ def _check_primitive(backend, reference, primitive, mode, dtype, rng):
 
 
 def _expectation(backend, primitive, mode, dtype):
-    """(what runs, how its result must compare): README, "What is bitwise across backends"."""
+    """(what runs, how its result must compare): docs/guide.md, "What is bitwise across backends"."""
     compiled = getattr(backend, "atomic_dtypes", None)   # the kernel backends (cupy, emulated)
     if primitive == "add_rows":
         atomic = mode == "atomic" and (compiled is None or dtype.name in compiled)

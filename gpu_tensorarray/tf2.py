@@ -3,19 +3,42 @@
     import gpu_tensorarray.tf2 as tf
     ta = tf.TensorArray(tf.float32, size=0, dynamic_size=True)      # mode "tf2"
 
-``TensorArray`` here always follows TensorFlow 2's rules. The dtypes are NumPy
-dtypes; ``constant`` converts Python values as tf.constant does (floats to float32,
-ints to int32); ``function`` is a no-op decorator (there is no graph to trace), so
-the tf.TensorArray documentation examples run unchanged.
+It has exactly these names, enough for the three examples of tf.TensorArray's
+documentation to run unchanged:
+
+* ``TensorArray``: always TensorFlow 2's rules (tf2_array.py);
+* the dtypes (NumPy dtypes) ``bool``, ``float16``, ``float32``, ``float64``, ``int8``,
+  ``int16``, ``int32``, ``int64``, ``uint8``, ``uint16``, ``uint32``, ``uint64``,
+  ``complex64``, ``complex128``;
+* ``constant``: Python values typed as tf.constant types them (floats to float32,
+  ints to int32), as NumPy arrays;
+* ``range``: tf.range, as a NumPy array (int32 for ints, float32 for floats);
+* ``Variable``: a mutable value with ``assign``, ``assign_add``, ``assign_sub``,
+  ``read_value`` and ``numpy``, which every op reads as an array;
+* ``function``: a no-op decorator (there is no graph to trace; TensorArrays here
+  follow the tf.function rules everywhere);
+* ``GradientTape``: gpu_tensorarray.GradientTape, with tf.GradientTape's ``watch``.
+
+Everything else of TensorFlow (math, tf.Tensor, tf.while_loop) is not here: values are
+NumPy (or CuPy) arrays, and math on them is NumPy's.
 """
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from . import dtypes as _dtypes
+from .errors import InvalidArgumentError as _InvalidArgumentError
+from .tape import GradientTape as _GradientTape
 from .tf2_array import TF2TensorArray as TensorArray
 
-__all__ = ["TensorArray", "constant", "function", "bool", "float16", "float32", "float64", "int8", "int16",
-           "int32", "int64", "uint8", "uint16", "uint32", "uint64", "complex64", "complex128"]
+__all__ = ["TensorArray", "constant", "range", "Variable", "function", "GradientTape", "bool", "float16", "float32",
+           "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "complex64",
+           "complex128"]
 
 bool = np.dtype("bool")  # noqa: A001 (TensorFlow's name)
 float16, float32, float64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
@@ -23,8 +46,10 @@ int8, int16, int32, int64 = np.dtype("int8"), np.dtype("int16"), np.dtype("int32
 uint8, uint16, uint32, uint64 = np.dtype("uint8"), np.dtype("uint16"), np.dtype("uint32"), np.dtype("uint64")
 complex64, complex128 = np.dtype("complex64"), np.dtype("complex128")
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 
-def constant(value, dtype=None):
+
+def constant(value: Any, dtype: Any = None) -> np.ndarray:
     """A NumPy array of ``value``, typed as tf.constant types it."""
     if hasattr(value, "dtype") and dtype is None:
         return np.asarray(value)
@@ -33,7 +58,80 @@ def constant(value, dtype=None):
     return _dtypes.python_value_as(value, _dtypes.as_dtype(dtype))
 
 
-def function(fn=None, **unused_options):
+def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> np.ndarray:  # noqa: A001
+    """tf.range: ``start, start + delta, ...`` below ``limit`` (``range(n)``: 0 .. n-1),
+    int32 when every argument is an integer, else float32, unless ``dtype`` is given."""
+    if limit is None:
+        start, limit = 0, start
+    bounds = [np.asarray(start), np.asarray(limit), np.asarray(delta)]
+    if dtype is None:
+        dtype = int32 if all(bound.dtype.kind in "iu" for bound in bounds) else float32
+    if int(np.sign(bounds[2])) == 0:
+        raise _InvalidArgumentError("Requires delta != 0: 0")
+    return np.arange(start, limit, delta, dtype=_dtypes.as_dtype(dtype))
+
+
+class Variable:
+    """tf.Variable's value semantics: one mutable value, read by every op as an array
+    (``np.asarray(v)``, or passed to ``ta.write``) at the time of the op."""
+
+    def __init__(self, initial_value: Any, dtype: Any = None, name: str | None = None) -> None:
+        self._value = np.array(constant(initial_value, dtype))
+        self.name = name
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._value.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._value.shape
+
+    def assign(self, value: Any) -> Variable:
+        """Replace the value (same dtype and shape)."""
+        self._value = self._same(value, lambda old, new: new)
+        return self
+
+    def assign_add(self, delta: Any) -> Variable:
+        """Add ``delta`` to the value."""
+        self._value = self._same(delta, np.add)
+        return self
+
+    def assign_sub(self, delta: Any) -> Variable:
+        """Subtract ``delta`` from the value."""
+        self._value = self._same(delta, np.subtract)
+        return self
+
+    def _same(self, value: Any, combine: Callable[[np.ndarray, np.ndarray], Any]) -> np.ndarray:
+        new = np.asarray(combine(self._value, np.asarray(value)))
+        if new.shape != self._value.shape:
+            raise _InvalidArgumentError(f"Cannot assign a value of shape {list(new.shape)} to a variable of shape "
+                                       f"{list(self._value.shape)}")
+        return new.astype(self._value.dtype, copy=False)
+
+    def read_value(self) -> np.ndarray:
+        """A copy of the value now."""
+        return self._value.copy()
+
+    def numpy(self) -> np.ndarray:
+        return self.read_value()
+
+    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
+        return self._value.astype(dtype) if dtype is not None else self._value.copy()
+
+    def __repr__(self) -> str:
+        return f"<gpu_tensorarray.tf2.Variable shape={self.shape} dtype={self.dtype.name} value={self._value!r}>"
+
+
+class GradientTape(_GradientTape):
+    """gpu_tensorarray.GradientTape under tf.GradientTape's name, with ``watch``."""
+
+    def watch(self, tensor: Any) -> None:
+        """Nothing to do: every value given to a TensorArray's write, scatter, unstack or
+        split inside the tape is a source already (the only sources a TensorArray tape has)."""
+
+
+def function(fn: _F | None = None, **unused_options: Any) -> Any:
     """tf.function's place: returns ``fn`` itself (TensorArrays here follow the
     tf.function rules everywhere)."""
     if fn is None:

@@ -7,7 +7,7 @@ inside a tf.function, where it is a TensorList.
   with the shapes of the slots that are set.
 * unstack and split replace the whole contents (a dynamic array takes their length).
 * Where TensorFlow 2 crashes or contradicts itself, the nearest sane rule raises
-  TensorFlow's error class (the README lists each case).
+  TensorFlow's error class (docs/guide.md lists each case).
 
 Storage stays V3: each TF2 array is a logical list over one V3 array (dynamic, reads
 that never clear) and a map from logical slot to physical slot. A write always goes
@@ -18,6 +18,10 @@ While slots were written in order 0, 1, 2, ... the map is the identity and stack
 view, as in the V3 class.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from . import dtypes, modes, raw_ops
@@ -26,7 +30,8 @@ from .host import host_ints, scalar_int
 from .registry import registry
 from .shapes import as_partial_shape, format_shape, is_compatible, is_fully_defined, merge
 from .strings import empty_strings
-from .tensor_array import TensorArray
+from .registry import Handle
+from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
 
 __all__ = ["TF2TensorArray"]
 
@@ -83,13 +88,20 @@ class _Contents:
 
 
 class TF2TensorArray(TensorArray):
-    """tf.TensorArray as TensorFlow 2 runs it inside tf.function (see the module doc)."""
+    """tf.TensorArray as TensorFlow 2 runs it inside tf.function: writing a slot again
+    replaces its value, reads never clear, an unwritten slot reads as zeros when its
+    shape is known, and unstack and split replace the contents. ``clear_after_read``,
+    ``tensor_array_name``, ``colocate_with_first_write_call`` and ``name`` are accepted
+    and ignored, as TensorFlow 2 ignores them; ``handle``/``flow`` and ``grad`` are
+    mode "tf1"'s (TensorFlow 2 has neither: use gpu_tensorarray.GradientTape)."""
 
     __slots__ = ("_contents", "_version", "_static_size")
 
-    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
-                 handle=None, flow=None, infer_shape=True, element_shape=None,
-                 colocate_with_first_write_call=True, name=None, mode=None):
+    def __init__(self, dtype: DTypeLike, size: IntLike | None = None, dynamic_size: bool | None = None,
+                 clear_after_read: bool | None = None, tensor_array_name: str | None = None,
+                 handle: Handle | None = None, flow: TensorLike | None = None, infer_shape: bool = True,
+                 element_shape: ShapeLike = None, colocate_with_first_write_call: bool = True,
+                 name: str | None = None, mode: str | None = None) -> None:
         # clear_after_read, tensor_array_name, colocate_with_first_write_call and name:
         # accepted and ignored, as TensorFlow 2 ignores them inside tf.function.
         self._dtype = dtypes.as_dtype(dtype)
@@ -111,20 +123,22 @@ class TF2TensorArray(TensorArray):
 
     # -- properties ----------------------------------------------------------------------------
     @property
-    def handle(self):
+    def handle(self) -> Handle:
         """The V3 array holding this TensorArray's values now (unstack, split and some
         concats move them to a new one)."""
         return self._current().handle
 
     @property
-    def flow(self):
+    def flow(self) -> Tensor:
+        """The flow of the V3 array holding the values now."""
         return self._current().flow
 
     @property
-    def element_shape(self):
+    def element_shape(self) -> tuple[int | None, ...] | None:
+        """The element shape known so far: given, merged with the values' shapes."""
         return self._contents.element_shape
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<gpu_tensorarray.TensorArray mode='tf2' dtype={self._dtype.name} size={self._contents.length}>"
 
     # -- the chain -----------------------------------------------------------------------------
@@ -187,7 +201,7 @@ class TF2TensorArray(TensorArray):
             except InvalidArgumentError:
                 contents.odd_shapes = True
 
-    def _infer(self, contents, shape):
+    def _merge_shape(self, contents, shape):
         if self._infer_shape:
             contents.element_shape = merge(contents.element_shape, shape)
 
@@ -293,7 +307,7 @@ class TF2TensorArray(TensorArray):
         if len(leading) != 1:
             raise self._error(f"List contains uninitialized tensor at index {first_unset} but leading_dims has "
                               f"only 0 elements.", "concat")
-        if not is_fully_defined(rest):
+        if rest is None or not is_fully_defined(rest):
             raise self._error(f"Trying to concat list with only uninitialized tensors but "
                               f"element_shape_except_first_dim is not fully defined: {format_shape(rest)}", "concat")
         return (leading.pop(),) + rest
@@ -312,15 +326,18 @@ class TF2TensorArray(TensorArray):
         contents.next_phys = len(values)
 
     # -- ops -----------------------------------------------------------------------------------
-    def identity(self):
+    def identity(self) -> TF2TensorArray:
         """Another TensorArray of the same contents (both stay usable until one changes them)."""
         return self._next(self._current(), bump=False)
 
-    def grad(self, source, flow=None, name=None):
+    def grad(self, source: str, flow: TensorLike | None = None, name: str | None = None) -> TensorArray:
+        """Not in mode "tf2": raises UnimplementedError (use gpu_tensorarray.GradientTape)."""
         raise UnimplementedError("TensorArray.grad is not supported in mode 'tf2' (TensorFlow 2 has no gradient "
                                  "TensorArrays: use gpu_tensorarray.GradientTape)")
 
-    def write(self, index, value, name=None):
+    def write(self, index: IntLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
+        """``value`` into slot ``index`` (replacing what it held); a dynamic array grows
+        to ``index + 1``. Returns the TensorArray to go on with."""
         contents = self._current()
         if type(index) is not int:
             index = scalar_int(index, "index", "TensorArray index must be scalar, but had shape: ")
@@ -343,11 +360,12 @@ class TF2TensorArray(TensorArray):
         phys[index] = slot
         contents.slot_shapes[index] = shape
         if shape != contents.element_shape:
-            self._infer(contents, shape)
+            self._merge_shape(contents, shape)
             self._note_shape(contents, shape)
         return self._next(contents)
 
-    def read(self, index, name=None):
+    def read(self, index: IntLike, name: str | None = None) -> Tensor:
+        """The element at ``index`` (zeros for an unwritten slot of known shape)."""
         contents = self._current()
         if type(index) is not int:
             index = scalar_int(index, "index", "TensorArray index must be scalar, but had shape: ")
@@ -359,7 +377,8 @@ class TF2TensorArray(TensorArray):
             slot = self._zero_slot(contents, self._zero_shape(contents, "read", "read"))
         return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
 
-    def gather(self, indices, name=None):
+    def gather(self, indices: IntsLike, name: str | None = None) -> Tensor:
+        """The elements at ``indices``, stacked along a new first axis."""
         contents = self._current()
         indices = host_ints(indices, "indices")
         if indices.ndim != 1:
@@ -393,7 +412,9 @@ class TF2TensorArray(TensorArray):
                 raise self._error(f"Incompatible shapes during merge: {format_shape(expected)} vs. "
                                   f"{format_shape(shape)} (the rows of one {method} must have one shape)", method)
 
-    def stack(self, name=None):
+    def stack(self, name: str | None = None) -> Tensor:
+        """Every element stacked along a new first axis (a view while the slots were
+        written once each, in order)."""
         contents = self._current()
         length = contents.length
         if length == 0:
@@ -407,7 +428,8 @@ class TF2TensorArray(TensorArray):
             return raw_ops.TensorArrayGatherV3(contents.handle, range(length), contents.flow, self._dtype)
         return self._rows(contents, np.arange(length), "stack")
 
-    def concat(self, name=None):
+    def concat(self, name: str | None = None) -> Tensor:
+        """Every element joined along its first axis."""
         contents = self._current()
         if contents.length == 0:
             shape = self._merged(contents, "concat")
@@ -427,7 +449,8 @@ class TF2TensorArray(TensorArray):
         value, _ = raw_ops.TensorArrayConcatV3(handle, 0.0, self._dtype)
         return value
 
-    def unstack(self, value, name=None):
+    def unstack(self, value: TensorLike, name: str | None = None) -> TF2TensorArray:
+        """The rows of ``value`` become the contents (a fixed size must equal their number)."""
         contents = self._current()
         value = self._converted(value, contents, "unstack")
         if value.ndim == 0:
@@ -442,7 +465,7 @@ class TF2TensorArray(TensorArray):
         raw_ops.TensorArrayScatterV3(contents.handle, np.arange(count), value, 0.0)
         contents.next_phys = count
         contents.list_shape = value.shape[1:]
-        self._infer(contents, value.shape[1:])
+        self._merge_shape(contents, value.shape[1:])
         contents.odd_shapes = False
         if count:
             self._note_shape(contents, value.shape[1:])
@@ -453,7 +476,8 @@ class TF2TensorArray(TensorArray):
         contents.phys[:count] = np.arange(count)
         contents.slot_shapes = list(shapes)
 
-    def scatter(self, indices, value, name=None):
+    def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
+        """Row k of ``value`` into slot ``indices[k]`` (replacing; a repeated index: the last row)."""
         contents = self._current()
         indices = host_ints(indices, "indices")
         value = self._converted(value, contents, "scatter")
@@ -481,12 +505,13 @@ class TF2TensorArray(TensorArray):
             contents.phys[indices] = slots          # a repeated index: the last row wins
             for index in indices.tolist():
                 contents.slot_shapes[index] = row_shape
-        self._infer(contents, row_shape)
+        self._merge_shape(contents, row_shape)
         if len(indices):
             self._note_shape(contents, row_shape)
         return self._next(contents)
 
-    def split(self, value, lengths, name=None):
+    def split(self, value: TensorLike, lengths: IntsLike, name: str | None = None) -> TF2TensorArray:
+        """The pieces of ``value`` (``lengths`` rows each, along its first axis) become the contents."""
         contents = self._current()
         value = self._converted(value, contents, "split")
         lengths = host_ints(lengths, "lengths", "int64")
@@ -525,11 +550,12 @@ class TF2TensorArray(TensorArray):
             self._note_shape(contents, shape)
         return self._next(contents)
 
-    def size(self, name=None):
+    def size(self, name: str | None = None) -> Tensor:
+        """The number of elements, an int32 scalar."""
         contents = self._current()
         return contents.array.backend.from_host(np.array(contents.length, np.int32))
 
-    def close(self, name=None):
+    def close(self, name: str | None = None) -> None:
         """Nothing to do: as in TensorFlow 2, the values go when the last reference does."""
         self._current()
 

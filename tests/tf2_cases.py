@@ -1,6 +1,6 @@
 """Random op sequences for TensorArray mode "tf2", a runner for the library, and
 ListModel: TensorFlow 2's rules (tf.TensorArray inside tf.function, a TensorList)
-written out as a plain Python list, with the README's sane rules where TensorFlow
+written out as a plain Python list, with docs/guide.md's sane rules where TensorFlow
 crashes or contradicts itself.
 
 A case is (params, ops). params: dtype, size, dynamic_size, element_shape,

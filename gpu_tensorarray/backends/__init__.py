@@ -9,6 +9,8 @@ to numpy with a warning that says why), and an explicit choice that cannot work
 raises UnavailableError saying what to install.
 """
 
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import importlib
@@ -16,6 +18,8 @@ import importlib.util
 import os
 import threading
 import warnings
+from collections.abc import Iterator
+from typing import Any
 
 from ..errors import InvalidArgumentError, UnavailableError, shown
 from .accumulation import MODES as ACCUMULATION_MODES
@@ -33,8 +37,9 @@ BACKENDS = {
 }
 BACKEND_ENV = "GPU_TENSORARRAY_BACKEND"
 
-_device_choice = contextvars.ContextVar("gpu_tensorarray_device", default=None)
-_instances = {}
+_device_choice: contextvars.ContextVar[Backend | None] = contextvars.ContextVar("gpu_tensorarray_device",
+                                                                             default=None)
+_instances: dict[Any, Backend] = {}
 _instances_lock = threading.Lock()
 _auto = None
 _auto_lock = threading.Lock()
@@ -113,7 +118,7 @@ def _choose_automatically():
     return "cupy", "cupy is installed, a CUDA device is usable and the kernels compile"
 
 
-def default_backend():
+def default_backend() -> tuple[str, str]:
     """(name, reason): the backend used when nothing is chosen, and why. The
     automatic choice is always a backend that works; a choice made in the
     environment is explicit, so when it cannot load the reason says so (and
@@ -129,7 +134,7 @@ def default_backend():
     return _auto_choice()
 
 
-def get_backend(spec=None):
+def get_backend(spec: str | Backend | None = None) -> Backend:
     """The backend for ``spec``, else the active ``device()``, else the environment,
     else the automatic choice. Explicit choices that cannot load raise UnavailableError."""
     if spec is None:
@@ -160,7 +165,7 @@ def backend_of(value):
 
 
 @contextlib.contextmanager
-def device(spec):
+def device(spec: str | Backend) -> Iterator[Backend]:
     """``with device("cpu" | "emulated" | "cuda" | "cuda:1"):`` arrays created inside
     live there (an array keeps the backend it was created with)."""
     backend = get_backend(spec)
@@ -171,9 +176,9 @@ def device(spec):
         _device_choice.reset(token)
 
 
-def available_backends():
+def available_backends() -> dict[str, str | None]:
     """name -> None when usable here, else the reason it is not."""
-    report = {}
+    report: dict[str, str | None] = {}
     for name in BACKENDS:
         try:
             _load(name, None)

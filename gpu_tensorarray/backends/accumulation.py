@@ -8,9 +8,13 @@ default. Only the kernel launches read it (kernel_rows.py); backends without
 kernels sum sequentially, which is a valid order for both modes.
 """
 
+from __future__ import annotations
+
 import contextlib
 import contextvars
 import os
+from collections.abc import Iterator
+from typing import Any
 
 from ..errors import InvalidArgumentError, shown
 
@@ -19,24 +23,24 @@ __all__ = ["MODES", "ENV", "accumulation", "get_accumulation", "checked_mode"]
 MODES = ("deterministic", "atomic")
 ENV = "GPU_TENSORARRAY_ACCUMULATION"
 
-_choice = contextvars.ContextVar("gpu_tensorarray_accumulation", default=None)
+_choice: contextvars.ContextVar[str | None] = contextvars.ContextVar("gpu_tensorarray_accumulation", default=None)
 _from_environment = os.environ.get(ENV) or "deterministic"   # checked where it is used: import never fails
 
 
-def checked_mode(mode):
+def checked_mode(mode: Any) -> str:
     if mode not in MODES:
         raise InvalidArgumentError(f"Unknown accumulation mode {shown(mode)}; known: {', '.join(MODES)}")
     return mode
 
 
-def get_accumulation():
+def get_accumulation() -> str:
     """The active scatter-add mode: the ``accumulation()`` context, else the
     environment, else "deterministic"."""
     return _choice.get() or checked_mode(_from_environment)
 
 
 @contextlib.contextmanager
-def accumulation(mode):
+def accumulation(mode: str) -> Iterator[str]:
     """``with accumulation("deterministic" | "atomic"):`` how gradient arrays add."""
     token = _choice.set(checked_mode(mode))
     try:

@@ -1,7 +1,7 @@
 """Where the host backends put their arrays: large ones start on a page (a view into
 a buffer a page longer), small ones and object arrays where NumPy puts them. A
 scatter-add into storage that starts 16 bytes into a page, as NumPy's own large
-buffers do, was measured 1.2-1.3x slower (README, "Storage on a page")."""
+buffers do, was measured 1.2-1.3x slower (docs/performance.md)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The README's recipe for torch and JAX users: values go in as they are (DLPack
+"""docs/guide.md's recipe for torch and JAX users: values go in as they are (DLPack
 import), and come out as torch tensors without a copy (torch.from_dlpack) or as JAX
 arrays (jnp.asarray: JAX asks NumPy for an unversioned DLPack capsule, which cannot
 carry NumPy's read-only flag, so on the CPU it copies). Each test is skipped where
@@ -21,7 +21,7 @@ def test_torch_both_ways(mode):
         rows = torch.arange(6, dtype=torch.float32).reshape(2, 3)
         ta = gta.TensorArray("float32", size=2, mode=mode, clear_after_read=False).unstack(rows)     # torch -> ours
         stacked = ta.stack()
-        as_torch = torch.from_dlpack(stacked)            # ours -> torch: a copy (README, "Returned values")
+        as_torch = torch.from_dlpack(stacked)            # ours -> torch: a copy (docs/guide.md, "Returned values")
         assert as_torch.data_ptr() != _address(stacked)
         assert torch.equal(as_torch, rows)
         single = torch.from_dlpack(ta.read(1))

@@ -4,7 +4,7 @@ Each scenario makes an array, takes one value from it by one value-returning pat
 gather, stack, concat, a ragged layout's rows and concat view, a gradient array's read,
 scalar reads, the class's methods), then each attack tries to write 7 through that value.
 Afterwards every slot is read back by a fresh read and compared with the host copy taken
-before the attack. Not defended, and so not attacked here (the README says so): a raw
+before the attack. Not defended, and so not attacked here (docs/guide.md says so): a raw
 pointer (ctypes.from_address(v.ctypes.data), a forged __array_interface__), and torch's
 routes that ignore NumPy's read-only flag (torch.from_numpy, torch.as_tensor,
 torch.from_dlpack(np.asarray(v))).

@@ -241,7 +241,7 @@ def test_gradients_match_tensorflow(seed):
 
 
 def test_documented_tf_gradient_errors():
-    """The README's two TensorFlow 2 gradient errors with repeated indices, still there."""
+    """docs/guide.md's two TensorFlow 2 gradient errors with repeated indices, still there."""
     x0, x1 = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
 
     @tf.function
@@ -273,7 +273,7 @@ def test_documented_tf_gradient_errors():
 
 
 def test_documented_crashes_and_contradictions_are_still_there():
-    """The README's list of TensorFlow 2 inconsistencies, checked on the TensorFlow installed
+    """docs/guide.md's list of TensorFlow 2 inconsistencies, checked on the TensorFlow installed
     (the crashes run in a subprocess: they abort it)."""
     import subprocess
     import sys

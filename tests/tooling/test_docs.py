@@ -4,19 +4,28 @@
   names a file in docs/ and a section it has (and, with ``step N``, a step that
   section numbers); a bare ``§x.y`` belongs to the last docs/ file named before it in
   the same file.
-* Every link between the docs lands on a heading that exists.
+* Every link between the docs lands on a heading that exists, and every link from the
+  README or the docs to a file names one that exists.
+* Every ``python`` block of the README and docs/ runs as pasted, in a fresh interpreter,
+  and prints what its ``# ->`` comments show (docs/README.md, "Code blocks").
 * No file cites notes that are not part of the repository.
 * docs/architecture.md's import tower lists every module of the package, and every
   import in the code points to a lower floor.
 """
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+import gpu_tensorarray  # noqa: E402  (where the blocks import it from: the checkout or the installed wheel)
+
+PACKAGE_PARENT = Path(gpu_tensorarray.__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 PACKAGE = ROOT / "gpu_tensorarray"
 SOURCE_SUFFIXES = {".py", ".md", ".cu", ".cuh", ".h", ".toml", ".txt", ".cfg", ".sh"}
@@ -123,6 +132,68 @@ def test_links_between_docs_land_on_headings():
             elif anchor not in anchors[name]:
                 problems.append(f"docs/{doc.name}: link to {name}#{anchor}, which is no heading")
     assert not problems, "\n".join(problems)
+
+
+_FILE_LINK = re.compile(r"\]\(([^)#\s]+)(?:#([^)]*))?\)")
+
+
+def test_links_to_files_name_files_that_exist():
+    """... and, with an #anchor into a Markdown file, a heading it has."""
+    problems, count = [], 0
+    for doc in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        for target, anchor in _FILE_LINK.findall(doc.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            count += 1
+            path = doc.parent / target
+            if not path.exists():
+                problems.append(f"{doc.relative_to(ROOT)}: link to {target}, which does not exist")
+            elif anchor and anchor not in {_slug(h) for _, h in _HEADING.findall(path.read_text())}:
+                problems.append(f"{doc.relative_to(ROOT)}: link to {target}#{anchor}, which is no heading")
+    assert not problems, "\n".join(problems)
+    assert count >= 10, f"only {count} links found: is the pattern still matching them?"
+
+
+# -- code blocks that run as pasted ----------------------------------------------------------
+
+_FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+_SHOWS = re.compile(r"#\s*->\s?(.*?)\s*$")
+_OPTIONAL = re.compile(r"^\s*(?:import|from)\s+(torch|tensorflow|jax)\b", re.MULTILINE)
+
+
+def _blocks(language):
+    """(where, code) of every fenced block of ``language`` in the README and docs/."""
+    found = []
+    for doc in [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = doc.read_text()
+        for match in _FENCE.finditer(text):
+            if match.group(1) == language:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append((f"{doc.relative_to(ROOT)}:{line}", match.group(2)))
+    return found
+
+
+PYTHON_BLOCKS = _blocks("python")
+
+
+def test_the_blocks_are_all_found():
+    fences = sum(text.count("```python") for text in
+                 [(ROOT / "README.md").read_text(), *(doc.read_text() for doc in DOCS.glob("*.md"))])
+    assert len(PYTHON_BLOCKS) == fences >= 8
+
+
+@pytest.mark.parametrize("code", [code for _, code in PYTHON_BLOCKS], ids=[where for where, _ in PYTHON_BLOCKS])
+def test_every_python_block_runs_as_pasted(code):
+    for module in sorted(set(_OPTIONAL.findall(code))):
+        pytest.importorskip(module)
+    expected = [match.group(1) for line in code.splitlines() if (match := _SHOWS.search(line))]
+    env = dict(os.environ, PYTHONPATH=str(PACKAGE_PARENT), PYTHONWARNINGS="ignore", TF_CPP_MIN_LOG_LEVEL="3")
+    for name in ("GPU_TENSORARRAY_BACKEND", "GPU_TENSORARRAY_MODE", "GPU_TENSORARRAY_ACCUMULATION"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600,
+                          cwd=str(PACKAGE_PARENT))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [line.rstrip() for line in done.stdout.splitlines()] == expected
 
 
 def test_nothing_cites_notes_outside_the_repository():

@@ -1,0 +1,86 @@
+"""The public API reads as documented: real signatures, docstrings on every public
+method, and type hints on every public parameter and return (mypy checks their use:
+the mypy step of .ci/run, configured in pyproject.toml)."""
+
+import inspect
+
+import pytest
+
+import gpu_tensorarray as gta
+import gpu_tensorarray.tf2 as tf2
+from gpu_tensorarray import errors
+from gpu_tensorarray.tf2_array import TF2TensorArray
+
+METHODS = ["write", "read", "gather", "scatter", "unstack", "split", "concat", "stack", "close", "size", "grad",
+           "identity"]
+PROPERTIES = ["handle", "flow", "dtype", "dynamic_size", "element_shape"]
+FUNCTIONS = [gta.to_numpy, gta.stats, gta.device, gta.get_backend, gta.available_backends, gta.default_backend,
+             gta.accumulation, gta.get_accumulation, gta.tensor_array_mode, gta.set_tensor_array_mode,
+             gta.get_tensor_array_mode, tf2.constant, tf2.range, tf2.function]
+
+
+def _annotated(function):
+    """Parameters (but self/cls) without a hint, and whether the return has one."""
+    signature = inspect.signature(function)
+    bare = [name for name, parameter in signature.parameters.items()
+            if name not in ("self", "cls") and parameter.annotation is inspect.Parameter.empty]
+    return bare, signature.return_annotation is not inspect.Signature.empty
+
+
+def test_the_class_signature_shows_the_parameters():
+    parameters = list(inspect.signature(gta.TensorArray).parameters)
+    assert parameters == ["dtype", "size", "dynamic_size", "clear_after_read", "tensor_array_name", "handle", "flow",
+                          "infer_shape", "element_shape", "colocate_with_first_write_call", "name", "mode"]
+    assert list(inspect.signature(tf2.TensorArray).parameters) == parameters
+
+
+@pytest.mark.parametrize("cls", [gta.TensorArray, TF2TensorArray], ids=["tf1", "tf2"])
+@pytest.mark.parametrize("method", METHODS)
+def test_every_public_method_has_a_docstring_and_hints(cls, method):
+    function = getattr(cls, method)
+    assert len((inspect.getdoc(function) or "").split()) >= 5, f"{cls.__name__}.{method} has no docstring"
+    bare, returns = _annotated(function)
+    assert not bare and returns, f"{cls.__name__}.{method}: no hint for {bare or 'the return'}"
+
+
+@pytest.mark.parametrize("name", PROPERTIES)
+def test_every_property_has_a_docstring_and_a_type(name):
+    for cls in (gta.TensorArray, TF2TensorArray):
+        prop = inspect.getattr_static(cls, name)
+        assert isinstance(prop, property) and (prop.__doc__ or inspect.getdoc(getattr(gta.TensorArray, name)))
+        assert "return" in prop.fget.__annotations__, f"{cls.__name__}.{name}"
+
+
+def test_the_class_docstring_lists_its_arguments():
+    doc = inspect.getdoc(gta.TensorArray)
+    for name in ("dtype", "size", "dynamic_size", "clear_after_read", "element_shape", "mode"):
+        assert f"{name}:" in doc or f"{name}," in doc, name
+
+
+@pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.__qualname__)
+def test_the_public_functions_have_docstrings_and_hints(function):
+    assert inspect.getdoc(function)
+    bare, returns = _annotated(function)
+    assert not bare and returns, f"{function.__qualname__}: no hint for {bare or 'the return'}"
+
+
+def test_tf2_has_exactly_the_names_its_docstring_lists():
+    public = {name for name, value in vars(tf2).items()
+              if not name.startswith("_") and not inspect.ismodule(value) and name not in ("annotations", "Any",
+                                                                                           "Callable", "TypeVar")}
+    assert public == set(tf2.__all__)
+    for name in tf2.__all__:
+        assert f"``{name}``" in tf2.__doc__, name
+
+
+def test_the_errors_are_real_classes_with_tensorflows_codes():
+    codes = {name: getattr(errors, name).error_code for name in errors.__all__ if name.endswith("Error")}
+    assert codes == {"OpError": 2, "CancelledError": 1, "UnknownError": 2, "InvalidArgumentError": 3,
+                     "DeadlineExceededError": 4, "NotFoundError": 5, "AlreadyExistsError": 6,
+                     "PermissionDeniedError": 7, "ResourceExhaustedError": 8, "FailedPreconditionError": 9,
+                     "AbortedError": 10, "OutOfRangeError": 11, "UnimplementedError": 12, "InternalError": 13,
+                     "UnavailableError": 14, "DataLossError": 15, "UnauthenticatedError": 16}
+    assert issubclass(errors.InvalidArgumentError, ValueError) and issubclass(errors.OutOfRangeError, IndexError)
+    for name in codes:
+        cls = getattr(errors, name)
+        assert cls.__module__ == "gpu_tensorarray.errors" and inspect.getdoc(cls)
