@@ -202,7 +202,9 @@ class _WriteRun(Function):
         gradient = _grad_array(ctx, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
         if gradient is None:                 # nothing read this array in this pass: zeros
             return none + (None,) * len(writes)
-        return none + _value_grads(gradient, writes)
+        # On a CPU backend every value was a CPU tensor (to_backend took no other).
+        same_device = ctx.backend.name != "cupy"
+        return none + _value_grads(gradient, writes, same_device)
 
 
 class _Reader(Function):
@@ -231,7 +233,7 @@ class _Reader(Function):
         return flow, None, None, None, None, None
 
 
-def _value_grads(gradient, writes):
+def _value_grads(gradient, writes, same_device):
     """The gradient of each write's value: the gradient array's rows at its slots
     (write_grad: read; scatter_grad: gather; split_grad: concat of the whole array), one
     gather for a run of writes and scatters of one element shape."""
@@ -243,8 +245,12 @@ def _value_grads(gradient, writes):
         shapes.add(shape if write.kind == WRITE else shape[1:])
     else:
         if len(shapes) == 1 and len(writes) > 1:
-            indices = np.concatenate([np.atleast_1d(np.asarray(w.where, np.int64)) for w in writes])
-            rows = gradient.gather(indices)
+            if all(write.kind == WRITE for write in writes):
+                rows = gradient.gather([write.where for write in writes])
+                if same_device:
+                    return rows.unbind(0)
+            else:
+                rows = gradient.gather(np.concatenate([np.atleast_1d(w.where) for w in writes]))
             grads, start = [], 0
             for write in writes:
                 if write.kind == WRITE:

@@ -37,7 +37,7 @@ class TensorArray:
 
     # _state: shared by every TensorArray of the array (autograd.ArrayState); _n: the
     # state's count of tracked writes when this one was made (superseded-read check).
-    __slots__ = ("_ta", "_backend", "_state", "_n")
+    __slots__ = ("_ta", "_backend", "_state", "_n", "_host")
 
     def __new__(cls, *args, mode=None, **kwargs):
         if cls is TensorArray and mode is not None and modes.resolve(mode) == "tf2":
@@ -55,13 +55,15 @@ class TensorArray:
                 as_dtype(dtype), size, dynamic_size, clear_after_read, tensor_array_name, handle, library_flow,
                 infer_shape, element_shape, colocate_with_first_write_call, name, mode="tf1")
         self._backend = registry.lookup(self._ta.handle).backend
+        self._host = self._backend.name != "cupy"       # values are NumPy arrays: torch shares them
         self._state = ArrayState(self._ta.handle, "", self._ta.flow,
                                  flow if isinstance(flow, torch.Tensor) else ZERO_FLOW)
         self._n = 0
 
     def _next(self, ta, n):
         result = _new(TensorArray)
-        result._ta, result._backend, result._state, result._n = ta, self._backend, self._state, n
+        result._ta, result._backend, result._state, result._n, result._host = \
+            ta, self._backend, self._state, n, self._host
         return result
 
     @staticmethod
@@ -72,6 +74,7 @@ class TensorArray:
                                  infer_shape=forward._infer_shape, mode="tf1")
         ta._shape_cell = forward._shape_cell
         result._ta, result._backend, result._state, result._n = ta, handle.array.backend, state, 0
+        result._host = result._backend.name != "cupy"
         return result
 
     # -- properties ----------------------------------------------------------------------------
@@ -129,6 +132,13 @@ class TensorArray:
         return read_node(materialize(state, ta, backend), state, ta, backend, kind, where)
 
     def read(self, index, name=None):
+        state = self._state
+        if self._host and not state.pending and not (state.flow.requires_grad and _is_grad_enabled()):
+            # The common untracked read on the CPU, in as few calls as it takes.
+            value = self._ta.read(index if type(index) is int else host_value(index))
+            if type(value) is not np.ndarray or not value.flags.writeable:
+                value = np.array(value)          # a view of storage: torch has no read-only tensors
+            return torch.from_numpy(value)
         index = host_value(index)
         return self._read(READ, index, "read", (_slot(index),))
 
@@ -156,13 +166,33 @@ class TensorArray:
         return state.count
 
     def write(self, index, value, name=None):
-        index = host_value(index)
-        backend = self._backend
-        with cuda_scope(backend):
-            ta = self._ta.write(index, to_backend(value, backend, self._ta.handle))
         if type(index) is not int:
-            index = int(index)                       # the op took it: a scalar integer
-        return self._next(ta, self._track(WRITE, index, value, (index,)))
+            index = host_value(index)
+        ta = self._ta
+        if self._host:
+            array = _host_array(value, self._backend, ta.handle)
+            known = ta._shape_cell[0]
+            if type(array) is np.ndarray and known is not None and None not in known:
+                # The library class's write, less what a known shape leaves it to do:
+                # its flow orders nothing here (ours does), so its object stays.
+                raw_ops.TensorArrayWriteV3(ta.handle, index, array, ta.flow)
+            else:
+                ta = ta.write(index, array)
+        else:
+            with cuda_scope(self._backend):
+                ta = ta.write(index, to_backend(value, self._backend, ta.handle))
+        state = self._state
+        if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
+            if type(index) is not int:
+                index = int(index)                   # the op took it: a scalar integer
+            count = state.count = state.count + 1
+            state.pending.append(Write(WRITE, index, value))
+            if not state.internal:
+                state.written_by[index] = count
+        result = _new(TensorArray)
+        result._ta, result._backend, result._state, result._n, result._host = \
+            ta, self._backend, state, state.count, self._host
+        return result
 
     def scatter(self, indices, value, name=None):
         indices = host_value(indices)
@@ -200,6 +230,16 @@ class TensorArray:
 
 
 register_wrapper(TensorArray._wrap)
+
+
+def _host_array(value, backend, handle):
+    """A value for a CPU backend's op: a CPU tensor's NumPy view in one call where it has one."""
+    if type(value) is torch.Tensor:
+        try:
+            return value.detach().numpy()
+        except (RuntimeError, TypeError):       # another device, dtype, a conj or neg bit
+            pass
+    return to_backend(value, backend, handle)
 
 
 def _slot(index):
