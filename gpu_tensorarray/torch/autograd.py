@@ -102,11 +102,12 @@ def check_current(ta, state, n, slots, method):
 # -- backward passes and their sources ---------------------------------------------------------
 
 class _Pass:
-    __slots__ = ("source", "grads")
+    __slots__ = ("source", "grads", "rows")
 
     def __init__(self, number):
         self.source = f"gradients_torch_{number}"
         self.grads = {}                  # (root handle, path) -> gradient array handle
+        self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
 
 
 _passes = {}                             # autograd graph task id -> _Pass
@@ -191,7 +192,7 @@ class _WriteRun(Function):
     @staticmethod
     def forward(ctx, flow, state, ta, backend, writes, *values):
         ctx.set_materialize_grads(False)
-        ctx.array, ctx.ta, ctx.backend, ctx.writes = state.array, ta, backend, writes
+        ctx.array, ctx.ta, ctx.backend, ctx.writes, ctx.internal = state.array, ta, backend, writes, state.internal
         return torch.empty((), dtype=torch.float32)
 
     @staticmethod
@@ -202,8 +203,10 @@ class _WriteRun(Function):
         gradient = _grad_array(ctx, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
         if gradient is None:                 # nothing read this array in this pass: zeros
             return none + (None,) * len(writes)
-        # On a CPU backend every value was a CPU tensor (to_backend took no other).
-        same_device = ctx.backend.name != "cupy"
+        if ctx.internal:
+            return none + _accumulated_grads(gradient, writes, _current_pass().rows.setdefault(ctx.array[:2], {}))
+        # On a CPU backend without CUDA every value was a CPU tensor.
+        same_device = ctx.backend.name != "cupy" and not torch.cuda.is_available()
         return none + _value_grads(gradient, writes, same_device)
 
 
@@ -272,6 +275,29 @@ def _value_grads(gradient, writes, same_device):
             grads.append(_on(gradient.gather(write.where), value))
         else:
             grads.append(_on(gradient.concat(), value))
+    return tuple(grads)
+
+
+def _accumulated_grads(gradient, writes, rows):
+    """The gradients of writes into a gradient array, whose writes to one slot add up:
+    each addend's gradient is the slot's whole gradient. Several runs (and a scatter with
+    repeated indices) ask for one slot: it is read once per pass and kept in ``rows``
+    (slot -> row); every write into the array precedes, by its flow, every read of it."""
+    def row(slot):
+        value = rows.get(slot)
+        if value is None:
+            value = rows[slot] = gradient.read(slot)
+        return value
+
+    grads = []
+    for write in writes:
+        if write.kind == WRITE:
+            grad = row(write.where)
+        elif write.kind == SCATTER:
+            grad = torch.stack([row(slot) for slot in write.where.tolist()]) if len(write.where) else None
+        else:
+            grad = torch.cat([row(slot) for slot in range(len(write.where))]) if len(write.where) else None
+        grads.append(torch.zeros_like(write.value) if grad is None else _on(grad, write.value))
     return tuple(grads)
 
 
