@@ -40,9 +40,11 @@ class TensorArray:
     __slots__ = ("_ta", "_backend", "_state", "_n", "_host")
 
     def __new__(cls, *args, mode=None, **kwargs):
-        if cls is TensorArray and mode is not None and modes.resolve(mode) == "tf2":
+        if cls is TensorArray and modes.resolve(mode) == "tf2":     # as the library class: mode, else the default
             from .tf2 import TF2TensorArray
-            return _new(TF2TensorArray)
+            array = _new(TF2TensorArray)         # not a subclass: Python will not call its __init__
+            array.__init__(*args, **kwargs)
+            return array
         return _new(cls)
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
