@@ -1,61 +1,134 @@
-"""TensorFlow's flow mechanism, in torch autograd.
+"""TensorFlow's flow mechanism, in torch autograd, at every order of differentiation.
 
-Every TensorArray carries a 0-d float flow tensor. A write (write/scatter/unstack/
-split) whose value needs a gradient, or whose incoming flow carries one, is a
-``_Writer`` node taking (flow, value) and returning a new flow; a read (read/gather/
-stack/concat) of a flow that carries gradients is a ``_Reader`` node taking the flow
-and returning the value. Autograd runs a node's backward only after every node that
-used its outputs, so the readers' backward (which write their output gradient into
-the gradient array: TF's read_grad, gather_grad, concat_grad) runs before the
-backward of the writes they read from (which read the written value's gradient back:
-write_grad, scatter_grad, split_grad), exactly as TensorFlow orders them through flows.
+Every array carries a 0-d float flow tensor: what orders the gradient ops, never a value.
+All torch TensorArrays of one array share an ``ArrayState``: its current flow, and the
+tracked writes (write/scatter/unstack/split of a value that requires grad) that are not
+yet an autograd node. Writes create no node: the first read (read/gather/stack/concat)
+after them turns the whole run into one ``_WriteRun`` node, (flow, *values) -> flow,
+and the read is a ``_Reader`` node, flow -> value. Autograd runs a node's backward
+only after every node that used its outputs, so a read's backward (writing its output
+gradient into the gradient array: TF's read_grad, gather_grad, concat_grad) runs before
+the backward of the writes it read from (reading their values' gradient back: write_grad,
+scatter_grad, split_grad), exactly as TensorFlow orders them through flows. A run's
+backward is one gather from the gradient array where its writes allow it: the same rule,
+batched.
 
-The gradient arrays are TensorArrayGradV3(handle, flow, source) with a source minted
-once per backward pass (per autograd graph task), so two passes, or two losses, never
-share an accumulator. The pass's gradient arrays are closed when the pass ends (a
-callback queued on autograd's engine), or at once if one of these nodes fails.
+The gradient array of an array is TensorArrayGradV3(handle, flow, source), made once
+per backward pass (per autograd graph task), whose source is minted for that pass: two
+passes, or two losses, never share an accumulator. Each rule runs as ops of this module
+on the gradient array, so with create_graph=True they are themselves nodes, and the
+next pass differentiates them: an op on the gradient array for source S accumulates in
+the array's gradient array for source "S/S2" (TensorFlow refuses a gradient array of a
+gradient array; the forward array's own gradient array for the longer source has the
+same slots and shapes). A pass's gradient arrays are closed when its graph task ends,
+whatever ends it: a callback autograd runs on success, or the same object's finalizer
+when the task is freed after an error or an interrupt.
 """
 
-import functools
 import itertools
 import threading
 
+import numpy as np
 import torch
 from torch.autograd import Function
-from torch.autograd.function import once_differentiable
 
 from .. import raw_ops
-from ..gradients import (Op, concat_grad, gather_grad, read_grad, scatter_grad, split_grad,
-                         write_grad)
-from .crossing import cuda_scope, to_backend, to_torch
+from ..errors import InvalidArgumentError
+from .crossing import cuda_scope, to_torch
 
-__all__ = ["track_read", "tracks_write", "track_write", "ReadRecord", "GatherRecord", "ConcatRecord", "WriteRecord",
-           "ScatterRecord", "SplitRecord", "new_flow", "open_passes"]
+__all__ = ["ArrayState", "Write", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
+           "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
+
+#: The flow of an array no tracked write has reached: shared, never written to.
+ZERO_FLOW = torch.zeros((), dtype=torch.float32)
+
+WRITE, SCATTER, SPLIT = 0, 1, 2          # Write.kind
+READ, GATHER, CONCAT = 0, 1, 2           # a read's kind (stack is a gather of every slot)
+
+_wrap = None                             # (library TensorArray, ArrayState) -> torch TensorArray
 
 
-_ZERO_FLOW = torch.zeros((), dtype=torch.float32, device="cpu")
+def register_wrapper(wrap):
+    """tensor_array.py's constructor of a torch TensorArray from a library one and a state:
+    the rules run as that class's ops."""
+    global _wrap
+    _wrap = wrap
 
 
-def new_flow():
-    """A fresh flow: 0-d float32 on the CPU (a clone: the cheapest new tensor torch makes)."""
-    return _ZERO_FLOW.clone()
+class ArrayState:
+    """What the torch TensorArrays of one array share.
+
+    ``root`` and ``path``: the forward array and the sources of the passes this array is
+    the gradient array of ("" for a forward array); its own gradient array for a pass of
+    source S is TensorArrayGradV3(root, ..., path + S). ``internal``: a gradient array the
+    rules use (no superseded-read check: its writes accumulate by design)."""
+
+    __slots__ = ("array", "flow", "pending", "count", "written_by", "internal")
+
+    def __init__(self, root, path, library_flow, flow, internal=False):
+        # What the nodes keep (never the state: its flow holds the nodes, a cycle gc cannot see).
+        self.array = (root, path, library_flow)
+        self.flow = flow
+        self.internal = internal
+        self.pending = []          # tracked writes not yet in a node
+        self.count = 0             # tracked writes so far
+        self.written_by = {}       # slot -> ``count`` just after the tracked write that wrote it
+
+
+class Write:
+    """One tracked write: ``kind`` WRITE (``where``: index), SCATTER (indices, an int64
+    vector) or SPLIT (lengths); ``value`` the tensor written."""
+
+    __slots__ = ("kind", "where", "value")
+
+    def __init__(self, kind, where, value):
+        self.kind, self.where, self.value = kind, where, value
+
+
+def check_current(ta, state, n, slots, method):
+    """InvalidArgumentError when a read through a TensorArray that a later tracked write
+    superseded would read a value that write wrote: its gradient would be lost."""
+    written_by = state.written_by
+    if slots is None:                        # stack, concat: every slot
+        slots = written_by
+    for slot in slots:
+        if written_by.get(slot, 0) > n:
+            raise InvalidArgumentError(
+                f"TensorArray {ta.handle.name}: {method} through a TensorArray that a later write/scatter/unstack/"
+                f"split superseded reads slot {slot}, which that op wrote: the gradient of its value would be lost. "
+                f"Use the TensorArray the write returned (ta = ta.write(...)), or read under torch.no_grad()")
 
 
 # -- backward passes and their sources ---------------------------------------------------------
 
 class _Pass:
-    __slots__ = ("grad_name", "source", "grad_handles")
+    __slots__ = ("source", "grads", "rows")
 
     def __init__(self, number):
-        # gradients.grad_source() reads the source out of a gradient tensor's name, as
-        # TensorFlow's _GetGradSource: this name's source is itself.
-        self.source = self.grad_name = f"gradients_torch_{number}"
-        self.grad_handles = {}          # forward handle -> its gradient array's handle
+        self.source = f"gradients_torch_{number}"
+        self.grads = {}                  # (root handle, path) -> gradient array handle
+        self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
 
 
 _passes = {}                             # autograd graph task id -> _Pass
 _passes_lock = threading.Lock()
 _pass_numbers = itertools.count()
+
+
+class _PassEnd:
+    """Queued on autograd's engine: called when the pass succeeds; finalised when the
+    engine frees the graph task, after success, an error or an interrupt alike."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task):
+        self.task = task
+
+    def __call__(self):
+        _end_pass(self.task)
+
+    def __del__(self):
+        _end_pass(self.task)
 
 
 def open_passes():
@@ -64,82 +137,172 @@ def open_passes():
         return len(_passes)
 
 
-def _grad_name(handle, flow):
-    """The gradient name (hence source) of the running backward pass; makes the gradient
-    array of ``handle`` for it, to be closed when the pass ends."""
+def _current_pass():
     task = torch._C._current_graph_task_id()
     with _passes_lock:
         backward_pass = _passes.get(task)
-        if backward_pass is None:
-            backward_pass = _passes[task] = _Pass(next(_pass_numbers))
-            torch.autograd.Variable._execution_engine.queue_callback(functools.partial(_end_pass, task))
-        known = handle in backward_pass.grad_handles
-    if not known:
-        grad_handle, _ = raw_ops.TensorArrayGradV3(handle, flow, backward_pass.source)
-        with _passes_lock:
-            backward_pass.grad_handles[handle] = grad_handle
-    return backward_pass.grad_name
+        if backward_pass is not None:
+            return backward_pass
+        backward_pass = _passes[task] = _Pass(next(_pass_numbers))
+    torch.autograd.Variable._execution_engine.queue_callback(_PassEnd(task))
+    return backward_pass
 
 
 def _end_pass(task):
     with _passes_lock:
         backward_pass = _passes.pop(task, None)
     if backward_pass is not None:
-        for grad_handle in backward_pass.grad_handles.values():
+        for grad_handle in backward_pass.grads.values():
             raw_ops.TensorArrayCloseV3(grad_handle)
 
 
-def _backward(record, *args):
-    """Run a record's gradient function; a failure ends (and cleans up) the pass."""
-    try:
-        with cuda_scope(record.backend):
-            return record.backward(_grad_name(record.handle, record.flow), *args)
-    except BaseException:
-        _end_pass(torch._C._current_graph_task_id())
-        raise
+def _grad_array(ctx, flow, create):
+    """The torch TensorArray of the running pass's gradient array of the array a node ran
+    on, whose reads follow ``flow``; None when it does not exist and ``create`` is false
+    (no read of the array has written a gradient in this pass)."""
+    root, path, library_flow = ctx.array
+    backward_pass = _current_pass()
+    key = (root, path)
+    handle = backward_pass.grads.get(key)
+    if handle is None:
+        if not create:
+            return None
+        with cuda_scope(ctx.backend):
+            handle, _ = raw_ops.TensorArrayGradV3(root, library_flow, path + backward_pass.source)
+        backward_pass.grads[key] = handle
+    return _wrap(ctx.ta, handle, ArrayState(root, f"{path}{backward_pass.source}/", library_flow, flow, internal=True))
+
+
+def _failing(node):
+    """Run a node's backward; a failure ends (and cleans up) its pass at once."""
+    def backward(ctx, *grads):
+        try:
+            return node(ctx, *grads)
+        except BaseException:
+            _end_pass(torch._C._current_graph_task_id())
+            raise
+    return backward
 
 
 # -- the nodes ---------------------------------------------------------------------------------
 
-# A flow's gradient carries no value, only the ordering its edge gives: the nodes
-# return None for it (autograd still runs the writer after its readers), and the
-# writer asks for no zeros in its place (set_materialize_grads(False)).
+class _WriteRun(Function):
+    """(flow, *values) -> the flow after a run of tracked writes of those values."""
+
+    @staticmethod
+    def forward(ctx, flow, state, ta, backend, writes, *values):
+        ctx.set_materialize_grads(False)
+        ctx.array, ctx.ta, ctx.backend, ctx.writes, ctx.internal = state.array, ta, backend, writes, state.internal
+        return torch.empty((), dtype=torch.float32)
+
+    @staticmethod
+    @_failing
+    def backward(ctx, flow_grad):
+        writes = ctx.writes
+        none = (flow_grad, None, None, None, None)
+        gradient = _grad_array(ctx, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
+        if gradient is None:                 # nothing read this array in this pass: zeros
+            return none + (None,) * len(writes)
+        if ctx.internal:
+            return none + _accumulated_grads(gradient, writes, _current_pass().rows.setdefault(ctx.array[:2], {}))
+        # On a CPU backend without CUDA every value was a CPU tensor.
+        same_device = ctx.backend.name != "cupy" and not torch.cuda.is_available()
+        return none + _value_grads(gradient, writes, same_device)
+
 
 class _Reader(Function):
     """flow -> the value a read/gather/stack/concat returns."""
 
     @staticmethod
-    def forward(ctx, flow, record):
-        ctx.record = record
-        return record.run()
+    def forward(ctx, flow, state, ta, backend, kind, where):
+        value, where = read_value(ta, backend, kind, where)
+        ctx.array, ctx.ta, ctx.backend, ctx.kind, ctx.where = state.array, ta, backend, kind, where
+        return value
 
     @staticmethod
-    @once_differentiable
+    @_failing
     def backward(ctx, grad):
-        _backward(ctx.record, grad)
-        return None, None
+        # The gradient array's writes chain from a fresh flow; with create_graph=True the
+        # flow they return carries them to the writes' backward, which reads through it.
+        gradient = _grad_array(ctx, ZERO_FLOW, create=True)
+        kind, where = ctx.kind, ctx.where
+        if kind == READ:
+            gradient = gradient.write(where, grad)
+        elif kind == GATHER:
+            gradient = gradient.scatter(where, grad)
+        else:
+            gradient = gradient.split(grad, where)
+        flow = gradient.flow if torch.is_grad_enabled() else None
+        return flow, None, None, None, None, None
 
 
-class _Writer(Function):
-    """(flow, value) -> the flow after a write/scatter/unstack/split of value."""
+def _value_grads(gradient, writes, same_device):
+    """The gradient of each write's value: the gradient array's rows at its slots
+    (write_grad: read; scatter_grad: gather; split_grad: concat of the whole array), one
+    gather for a run of writes and scatters of one element shape."""
+    shapes = set()
+    for write in writes:
+        shape = write.value.shape
+        if write.kind == SPLIT or (write.kind == SCATTER and shape[0] == 0):
+            break
+        shapes.add(shape if write.kind == WRITE else shape[1:])
+    else:
+        if len(shapes) == 1 and len(writes) > 1:
+            if all(write.kind == WRITE for write in writes):
+                rows = gradient.gather([write.where for write in writes])
+                if same_device:
+                    return rows.unbind(0)
+            else:
+                rows = gradient.gather(np.concatenate([np.atleast_1d(w.where) for w in writes]))
+            grads, start = [], 0
+            for write in writes:
+                if write.kind == WRITE:
+                    grads.append(_on(rows[start], write.value))
+                    start += 1
+                else:
+                    count = write.value.shape[0]
+                    grads.append(_on(rows[start:start + count], write.value))
+                    start += count
+            return tuple(grads)
+    grads = []
+    for write in writes:
+        value = write.value
+        if write.kind == WRITE:
+            grads.append(_on(gradient.read(write.where), value))
+        elif value.shape[0] == 0 or (write.kind == SPLIT and len(write.where) == 0):
+            grads.append(torch.zeros_like(value))   # nothing written: asking the array for nothing may fail
+        elif write.kind == SCATTER:
+            grads.append(_on(gradient.gather(write.where), value))
+        else:
+            grads.append(_on(gradient.concat(), value))
+    return tuple(grads)
 
-    @staticmethod
-    def forward(ctx, flow, value, record):
-        ctx.set_materialize_grads(False)
-        ctx.record = record
-        if value is not None:
-            ctx.value_device = value.device
-        return new_flow()
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, flow_grad):
-        grad = None
-        if ctx.needs_input_grad[1]:
-            grad = _backward(ctx.record)
-            if grad.device != ctx.value_device:
-                grad = grad.to(ctx.value_device)
-        return None, grad, None
+def _accumulated_grads(gradient, writes, rows):
+    """The gradients of writes into a gradient array, whose writes to one slot add up:
+    each addend's gradient is the slot's whole gradient. Several runs (and a scatter with
+    repeated indices) ask for one slot: it is read once per pass and kept in ``rows``
+    (slot -> row); every write into the array precedes, by its flow, every read of it."""
+    def row(slot):
+        value = rows.get(slot)
+        if value is None:
+            value = rows[slot] = gradient.read(slot)
+        return value
+
+    grads = []
+    for write in writes:
+        if write.kind == WRITE:
+            grad = row(write.where)
+        elif write.kind == SCATTER:
+            grad = torch.stack([row(slot) for slot in write.where.tolist()]) if len(write.where) else None
+        else:
+            grad = torch.cat([row(slot) for slot in range(len(write.where))]) if len(write.where) else None
+        grads.append(torch.zeros_like(write.value) if grad is None else _on(grad, write.value))
+    return tuple(grads)
+
+
+def _on(grad, value):
+    return grad if grad.device == value.device else grad.to(value.device)
 
 
 def _applier(function):
@@ -156,152 +319,36 @@ def _applier(function):
 
 
 _functorch_active = torch._C._are_functorch_transforms_active
-_read_node = _applier(_Reader)
-_write_node = _applier(_Writer)
+_write_run = _applier(_WriteRun)
+read_node = _applier(_Reader)
 
 
-def track_read(flow, record):
-    """The value of a read: an autograd node when the flow carries gradients."""
-    if flow.requires_grad and torch.is_grad_enabled():
-        return _read_node(flow, record)
-    return record.run()
+def materialize(state, ta, backend):
+    """The state's flow after its pending writes: one node for all of them."""
+    pending = state.pending
+    if pending:
+        state.pending = []
+        state.flow = _write_run(state.flow, state, ta, backend, pending, *[write.value for write in pending])
+    return state.flow
 
 
-def tracks_write(flow, value):
-    """Whether a write of ``value`` on ``flow`` is an autograd node: when gradients flow."""
-    return (flow.requires_grad or (isinstance(value, torch.Tensor) and value.requires_grad)) \
-        and torch.is_grad_enabled()
+def tracked(state):
+    """Whether a read of the state's array is a node: gradients flow and reach it."""
+    return (state.pending or state.flow.requires_grad) and torch.is_grad_enabled()
 
 
-def track_write(flow, value, record):
-    """The flow after a write (already done) of ``value``, when ``tracks_write``."""
-    return _write_node(flow, value if isinstance(value, torch.Tensor) and value.requires_grad else None, record)
-
-
-# -- what each op remembers for its gradient --------------------------------------------------
-
-class _Record:
-    """One forward op on an array: ``ta`` is the library TensorArray it ran on (handle,
-    flow, dtype), ``backend`` the array's backend."""
-
-    __slots__ = ("ta", "backend")
-
-    def __init__(self, ta, backend):
-        self.ta, self.backend = ta, backend
-
-    @property
-    def handle(self):
-        return self.ta.handle
-
-    @property
-    def flow(self):
-        return self.ta.flow
-
-
-class ReadRecord(_Record):
-    __slots__ = ("index",)
-
-    def __init__(self, ta, backend, index):
-        super().__init__(ta, backend)
-        self.index = index
-
-    def run(self):
-        with cuda_scope(self.backend):
-            return to_torch(self.ta.read(self.index), self.backend)
-
-    def backward(self, grad_name, grad):
-        op = Op("TensorArrayReadV3", (self.ta.handle, self.index, self.ta.flow), (None,), {"dtype": self.ta.dtype})
-        read_grad(op, to_backend(grad, self.backend), grad_name=grad_name)
-
-
-class GatherRecord(_Record):
-    """A gather, or a stack (indices: the range of every slot)."""
-
-    __slots__ = ("indices",)
-
-    def __init__(self, ta, backend, indices):
-        super().__init__(ta, backend)
-        self.indices = indices
-
-    def run(self):
-        with cuda_scope(self.backend):
-            if self.indices is None:            # stack: every slot there is now
-                value = self.ta.stack()
-                self.indices = range(value.shape[0])
-            else:
-                value = self.ta.gather(self.indices)
-            return to_torch(value, self.backend)
-
-    def backward(self, grad_name, grad):
-        op = Op("TensorArrayGatherV3", (self.ta.handle, self.indices, self.ta.flow), (None,),
-                {"dtype": self.ta.dtype})
-        gather_grad(op, to_backend(grad, self.backend), grad_name=grad_name)
-
-
-class ConcatRecord(_Record):
-    __slots__ = ("lengths",)
-
-    def __init__(self, ta, backend):
-        super().__init__(ta, backend)
-        self.lengths = None
-
-    def run(self):
-        ta = self.ta
+def read_value(ta, backend, kind, where):
+    """(the value of a read of the library TensorArray ``ta`` as a torch tensor, what its
+    backward needs: the index, the indices (a range for a stack) or the concat's lengths)."""
+    with cuda_scope(backend):
+        if kind == READ:
+            return to_torch(ta.read(where), backend), where
+        if kind == GATHER:
+            if where is None:                       # stack: every slot there is now
+                value = ta.stack()
+                return to_torch(value, backend), range(value.shape[0])
+            return to_torch(ta.gather(where), backend), where
         element_shape = ta.element_shape
-        with cuda_scope(self.backend):
-            value, self.lengths = raw_ops.TensorArrayConcatV3(
-                ta.handle, ta.flow, ta.dtype, element_shape_except0=element_shape[1:] if element_shape else None)
-            return to_torch(value, self.backend)
-
-    def backward(self, grad_name, grad):
-        op = Op("TensorArrayConcatV3", (self.ta.handle, self.ta.flow), (None, self.lengths), {"dtype": self.ta.dtype})
-        concat_grad(op, to_backend(grad, self.backend), None, grad_name=grad_name)
-
-
-class WriteRecord(_Record):
-    __slots__ = ("index",)
-
-    def __init__(self, ta, backend, index):
-        super().__init__(ta, backend)
-        self.index = index
-
-    def backward(self, grad_name):
-        op = Op("TensorArrayWriteV3", (self.ta.handle, self.index, None, self.ta.flow), (self.ta.flow,),
-                {"T": self.ta.dtype})
-        return to_torch(write_grad(op, self.ta.flow, grad_name=grad_name)[2], self.backend)
-
-
-class ScatterRecord(_Record):
-    """A scatter, or an unstack (indices: a range)."""
-
-    __slots__ = ("indices", "value_shape")
-
-    def __init__(self, ta, backend, indices, value_shape):
-        super().__init__(ta, backend)
-        self.indices, self.value_shape = indices, value_shape
-
-    def backward(self, grad_name):
-        if len(self.indices) == 0:              # nothing written: asking the gradient array
-            return _zeros(self.ta.dtype, self.value_shape, self.backend)   # for nothing may fail
-        op = Op("TensorArrayScatterV3", (self.ta.handle, self.indices, None, self.ta.flow), (self.ta.flow,),
-                {"T": self.ta.dtype})
-        return to_torch(scatter_grad(op, self.ta.flow, grad_name=grad_name)[2], self.backend)
-
-
-class SplitRecord(_Record):
-    __slots__ = ("lengths", "value_shape")
-
-    def __init__(self, ta, backend, lengths, value_shape):
-        super().__init__(ta, backend)
-        self.lengths, self.value_shape = lengths, value_shape
-
-    def backward(self, grad_name):
-        if len(self.lengths) == 0:
-            return _zeros(self.ta.dtype, self.value_shape, self.backend)
-        op = Op("TensorArraySplitV3", (self.ta.handle, None, self.lengths, self.ta.flow), (self.ta.flow,),
-                {"T": self.ta.dtype})
-        return to_torch(split_grad(op, self.ta.flow, grad_name=grad_name)[1], self.backend)
-
-
-def _zeros(dtype, shape, backend):
-    return to_torch(backend.zeros(tuple(shape), dtype), backend)
+        value, lengths = raw_ops.TensorArrayConcatV3(
+            ta.handle, ta.flow, ta.dtype, element_shape_except0=element_shape[1:] if element_shape else None)
+        return to_torch(value, backend), lengths

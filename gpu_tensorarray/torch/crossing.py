@@ -71,6 +71,13 @@ def to_backend(value, backend, owner=None):
     """A caller's value for a write/scatter/split on ``backend``: a torch tensor as an
     array sharing its memory (a host<->device copy only when the tensor lives on the
     other side); anything else as it is, for the library to convert."""
+    if type(value) is torch.Tensor and backend.name != "cupy":
+        try:
+            # The common case in one call: a CPU tensor of a NumPy dtype, no conj/neg bit
+            # (numpy() refuses every other tensor, which the general path below handles).
+            return value.detach().numpy()
+        except (RuntimeError, TypeError):
+            pass
     if not isinstance(value, torch.Tensor):
         return value
     if value.dtype not in _TO_LIBRARY:

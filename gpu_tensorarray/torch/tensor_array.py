@@ -10,16 +10,17 @@ import torch
 
 from .. import device as _device
 from .. import get_backend as _get_backend
-from .. import raw_ops
+from .. import modes, raw_ops
 from ..registry import registry
 from ..tensor_array import TensorArray as _LibraryTensorArray
-from .autograd import (ConcatRecord, GatherRecord, ReadRecord, ScatterRecord, SplitRecord, WriteRecord,
-                       new_flow, track_read, track_write, tracks_write)
+from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, Write, check_current,
+                       materialize, read_node, read_value, register_wrapper, tracked)
 from .crossing import as_dtype, cuda_scope, host_value, to_backend, torch_dtype
 
 __all__ = ["TensorArray"]
 
 _new = object.__new__
+_is_grad_enabled = torch.is_grad_enabled
 
 
 class TensorArray:
@@ -30,26 +31,52 @@ class TensorArray:
     ("cpu", "cuda:1", a torch.device, or "emulated") picks where the array lives (default:
     the active ``gpu_tensorarray.device``). read/gather/stack/concat return tensors on
     that device (a CUDA array's on torch's current stream); write/scatter/unstack/split
-    take tensors (or anything the library takes) and pass gradients to them.
+    take tensors (or anything the library takes) and pass gradients to them, at any
+    order (create_graph=True). ``mode="tf2"`` gives TensorFlow 2's rules (tf2.py).
     """
 
-    __slots__ = ("_ta", "_flow", "_backend")
+    # _state: shared by every TensorArray of the array (autograd.ArrayState); _n: the
+    # state's count of tracked writes when this one was made (superseded-read check).
+    __slots__ = ("_ta", "_backend", "_state", "_n", "_host")
+
+    def __new__(cls, *args, mode=None, **kwargs):
+        if cls is TensorArray and modes.resolve(mode) == "tf2":     # as the library class: mode, else the default
+            from .tf2 import TF2TensorArray
+            array = _new(TF2TensorArray)         # not a subclass: Python will not call its __init__
+            array.__init__(*args, **kwargs)
+            return array
+        return _new(cls)
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None,
-                 colocate_with_first_write_call=True, name=None, device=None):
+                 colocate_with_first_write_call=True, name=None, device=None, mode=None):
         library_flow = None if flow is None else 0.0     # the library's flow orders nothing here: ours does
         backend = _get_backend(None if device is None else str(device))
         with _device(backend), cuda_scope(backend):   # a CUDA array is allocated on torch's stream
             self._ta = _LibraryTensorArray(
                 as_dtype(dtype), size, dynamic_size, clear_after_read, tensor_array_name, handle, library_flow,
-                infer_shape, element_shape, colocate_with_first_write_call, name)
+                infer_shape, element_shape, colocate_with_first_write_call, name, mode="tf1")
         self._backend = registry.lookup(self._ta.handle).backend
-        self._flow = flow if isinstance(flow, torch.Tensor) else new_flow()
+        self._host = self._backend.name != "cupy"       # values are NumPy arrays: torch shares them
+        self._state = ArrayState(self._ta.handle, "", self._ta.flow,
+                                 flow if isinstance(flow, torch.Tensor) else ZERO_FLOW)
+        self._n = 0
 
-    def _next(self, ta, flow):
+    def _next(self, ta, n):
         result = _new(TensorArray)
-        result._ta, result._flow, result._backend = ta, flow, self._backend
+        result._ta, result._backend, result._state, result._n, result._host = \
+            ta, self._backend, self._state, n, self._host
+        return result
+
+    @staticmethod
+    def _wrap(forward, handle, state):
+        """A gradient array's torch TensorArray, for the gradient rules (autograd.py)."""
+        result = _new(TensorArray)
+        ta = _LibraryTensorArray(forward.dtype, handle=handle, flow=state.array[2],
+                                 infer_shape=forward._infer_shape, mode="tf1")
+        ta._shape_cell = forward._shape_cell
+        result._ta, result._backend, result._state, result._n = ta, handle.array.backend, state, 0
+        result._host = result._backend.name != "cupy"
         return result
 
     # -- properties ----------------------------------------------------------------------------
@@ -60,7 +87,7 @@ class TensorArray:
     @property
     def flow(self):
         """A torch float32 scalar: carries the ordering of gradient ops, not a value."""
-        return self._flow
+        return materialize(self._state, self._ta, self._backend)
 
     @property
     def dtype(self):
@@ -87,67 +114,110 @@ class TensorArray:
 
     # -- ops -------------------------------------------------------------------------------------
     def identity(self):
-        return self._next(self._ta, self._flow)
+        return self._next(self._ta, self._n)
 
     def grad(self, source, flow=None, name=None):
         """The gradient array for ``source`` (TensorArrayGradV3), as a torch TensorArray."""
         with cuda_scope(self._backend):
-            return self._next(self._ta.grad(source), self._flow if flow is None else flow)
+            ta = self._ta.grad(source)
+        result = self._next(ta, 0)
+        result._state = ArrayState(ta.handle, "", ta.flow, self.flow if flow is None else flow)
+        return result
+
+    def _read(self, kind, where, method, slots):
+        state = self._state
+        if not tracked(state):
+            return read_value(self._ta, self._backend, kind, where)[0]
+        if self._n < state.count and not state.internal:
+            check_current(self, state, self._n, slots, method)
+        ta, backend = self._ta, self._backend
+        return read_node(materialize(state, ta, backend), state, ta, backend, kind, where)
 
     def read(self, index, name=None):
-        return track_read(self._flow, ReadRecord(self._ta, self._backend, host_value(index)))
+        state = self._state
+        if self._host and not state.pending and not (state.flow.requires_grad and _is_grad_enabled()):
+            # The common untracked read on the CPU, in as few calls as it takes.
+            value = self._ta.read(index if type(index) is int else host_value(index))
+            if type(value) is not np.ndarray or not value.flags.writeable:
+                value = np.array(value)          # a view of storage: torch has no read-only tensors
+            return torch.from_numpy(value)
+        index = host_value(index)
+        return self._read(READ, index, "read", (_slot(index),))
 
     def gather(self, indices, name=None):
-        return track_read(self._flow, GatherRecord(self._ta, self._backend, host_value(indices)))
+        indices = host_value(indices)
+        return self._read(GATHER, indices, "gather", _slots(indices))
 
     def stack(self, name=None):
         """Every element stacked along a new first axis."""
-        return track_read(self._flow, GatherRecord(self._ta, self._backend, None))
+        return self._read(GATHER, None, "stack", None)
 
     def concat(self, name=None):
-        return track_read(self._flow, ConcatRecord(self._ta, self._backend))
+        return self._read(CONCAT, None, "concat", None)
+
+    def _track(self, kind, where, value, slots):
+        """The state after a write of ``value`` (done): a pending tracked write when it needs a gradient."""
+        state = self._state
+        if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
+            state.count += 1
+            state.pending.append(Write(kind, where, value))
+            if not state.internal:
+                written_by, count = state.written_by, state.count
+                for slot in slots:
+                    written_by[slot] = count
+        return state.count
 
     def write(self, index, value, name=None):
-        index = host_value(index)
-        backend = self._backend
-        with cuda_scope(backend):
-            ta = self._ta.write(index, to_backend(value, backend, self._ta.handle))
-        flow = self._flow
-        if tracks_write(flow, value):
-            flow = track_write(flow, value, WriteRecord(self._ta, backend, index))
-        return self._next(ta, flow)
+        if type(index) is not int:
+            index = host_value(index)
+        ta = self._ta
+        if self._host:
+            array = _host_array(value, self._backend, ta.handle)
+            known = ta._shape_cell[0]
+            if type(array) is np.ndarray and known is not None and None not in known:
+                # The library class's write, less what a known shape leaves it to do:
+                # its flow orders nothing here (ours does), so its object stays.
+                raw_ops.TensorArrayWriteV3(ta.handle, index, array, ta.flow)
+            else:
+                ta = ta.write(index, array)
+        else:
+            with cuda_scope(self._backend):
+                ta = ta.write(index, to_backend(value, self._backend, ta.handle))
+        state = self._state
+        if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
+            if type(index) is not int:
+                index = int(index)                   # the op took it: a scalar integer
+            count = state.count = state.count + 1
+            state.pending.append(Write(WRITE, index, value))
+            if not state.internal:
+                state.written_by[index] = count
+        result = _new(TensorArray)
+        result._ta, result._backend, result._state, result._n, result._host = \
+            ta, self._backend, state, state.count, self._host
+        return result
 
     def scatter(self, indices, value, name=None):
         indices = host_value(indices)
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.scatter(indices, to_backend(value, backend, self._ta.handle))
-        flow = self._flow
-        if tracks_write(flow, value):
-            flow = track_write(flow, value, ScatterRecord(self._ta, backend, np.asarray(indices).reshape(-1),
-                                                          _shape(value)))
-        return self._next(ta, flow)
+        where = np.asarray(indices, np.int64).reshape(-1)
+        return self._next(ta, self._track(SCATTER, where, value, where.tolist()))
 
     def unstack(self, value, name=None):
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.unstack(to_backend(value, backend, self._ta.handle))
-        flow = self._flow
-        if tracks_write(flow, value):
-            shape = _shape(value)
-            flow = track_write(flow, value, ScatterRecord(self._ta, backend, range(shape[0]), shape))
-        return self._next(ta, flow)
+        count = _shape(value)[0]
+        return self._next(ta, self._track(SCATTER, np.arange(count, dtype=np.int64), value, range(count)))
 
     def split(self, value, lengths, name=None):
         lengths = host_value(lengths)
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.split(to_backend(value, backend, self._ta.handle), lengths)
-        flow = self._flow
-        if tracks_write(flow, value):
-            flow = track_write(flow, value, SplitRecord(self._ta, backend, np.asarray(lengths).reshape(-1),
-                                                        _shape(value)))
-        return self._next(ta, flow)
+        where = np.asarray(lengths, np.int64).reshape(-1)
+        return self._next(ta, self._track(SPLIT, where, value, range(len(where))))
 
     def size(self, name=None):
         """The number of elements, as a CPU int32 scalar (TensorFlow keeps it in host memory)."""
@@ -159,6 +229,34 @@ class TensorArray:
 
     def close(self, name=None):
         self._ta.close()
+
+
+register_wrapper(TensorArray._wrap)
+
+
+def _host_array(value, backend, handle):
+    """A value for a CPU backend's op: a CPU tensor's NumPy view in one call where it has one."""
+    if type(value) is torch.Tensor:
+        try:
+            return value.detach().numpy()
+        except (RuntimeError, TypeError):       # another device, dtype, a conj or neg bit
+            pass
+    return to_backend(value, backend, handle)
+
+
+def _slot(index):
+    """The slot a read names, for the superseded-read check (None: the op reports a bad index)."""
+    try:
+        return int(index)
+    except (TypeError, ValueError):
+        return None
+
+
+def _slots(indices):
+    try:
+        return np.asarray(indices, np.int64).reshape(-1).tolist()
+    except (TypeError, ValueError, OverflowError):
+        return ()
 
 
 def _shape(value):

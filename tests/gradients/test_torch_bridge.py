@@ -6,6 +6,7 @@ the array. On every backend (numpy, emulated, cupy where a GPU is usable).
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
+import contextlib
 import gc
 
 import numpy as np
@@ -322,6 +323,101 @@ def test_a_failing_backward_pass_closes_its_grad_arrays(backend):
     assert open_passes() == 0
 
 
+class _Boom(torch.autograd.Function):
+    """Identity forward; its backward raises an error of the class it is given."""
+
+    @staticmethod
+    def forward(ctx, x, error):
+        ctx.error = error                       # the class: an instance would hold its own traceback
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise ctx.error("boom")
+
+
+def _failing_pass(make_failure):
+    """A backward pass in which our nodes run (and open the pass) before another node fails."""
+    x = leaves((2, 3))[0]
+    early = make_failure(x)                     # made first: autograd runs it last
+    ta = TensorArray(F64, size=2, clear_after_read=False).unstack(x * 2)
+    loss = ta.stack().sum() + ta.read(1).sum() + early
+    return x, ta, loss
+
+
+@pytest.mark.parametrize("failure", ["anomaly_nan", "custom_function", "keyboard_interrupt"])
+def test_a_pass_that_fails_elsewhere_closes_its_grad_arrays(backend, failure):
+    gc.collect()
+    before = gta.stats()["live_arrays"]
+    if failure == "anomaly_nan":
+        def make(x):
+            return torch.sqrt(x[0, 0] * 0)      # backward: 0 * inf = nan
+        expected, context = RuntimeError, torch.autograd.detect_anomaly(check_nan=True)
+    else:
+        error = ValueError if failure == "custom_function" else KeyboardInterrupt
+        expected, context = error, contextlib.nullcontext()
+
+        def make(x):
+            return _Boom.apply(x[0, 0], error)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")          # anomaly mode's own warnings
+        with context:
+            x, ta, loss = _failing_pass(make)
+            with pytest.raises(expected):
+                loss.backward()
+    assert open_passes() == 0
+    forward = gta.registry.lookup(ta.handle)
+    assert forward.grads and all(gta.registry.lookup(g).closed for g in forward.grads.values())
+    assert gta.stats()["live_arrays"] == before + 1      # the forward array only
+    del x, ta, loss, forward
+    gc.collect()
+    assert gta.stats()["live_arrays"] == before
+
+
+def test_retained_graph_passes_leave_no_open_arrays(backend):
+    x = leaves((3, 4))[0]
+    loss = _program(x)
+    gc.collect()
+    before = gta.stats()["live_arrays"]
+    for _ in range(20):
+        loss.backward(retain_graph=True)
+    assert open_passes() == 0 and gta.stats()["live_arrays"] == before
+
+
+@pytest.mark.xfail(reason="a closed gradient array leaves its forward array's grads: the registry change of "
+                          "issue 24 (item 5), on another branch", strict=False)
+def test_retained_graph_passes_leave_no_closed_grad_arrays_behind(backend):
+    x = leaves((3, 4))[0]
+    ta = TensorArray(F64, size=3, clear_after_read=False).unstack(x)
+    loss = nonlinear(ta.stack(), weights(3, 4))
+    for _ in range(20):
+        loss.backward(retain_graph=True)
+    assert len(gta.registry.lookup(ta.handle).grads) == 0
+
+
+def test_a_read_through_a_superseded_array_raises(backend):
+    x = leaves((3,))[0]
+    ta = TensorArray(F64, size=2)
+    ta.write(0, x * 2)                           # the returned arrays dropped: the user's slip
+    ta.write(1, x * 3)
+    with pytest.raises(InvalidArgumentError, match="Use the TensorArray the write returned"):
+        ta.stack()
+    with pytest.raises(InvalidArgumentError, match="slot 1"):
+        ta.read(1)
+    with torch.no_grad():                        # no gradient to lose: the values, as TF1 gives them
+        assert torch.equal(ta.stack(), torch.stack([x * 2, x * 3]).detach())
+
+
+def test_reads_of_slots_written_before_stay_allowed(backend):
+    x = leaves((3,))[0]
+    first = TensorArray(F64, size=3, clear_after_read=False).write(0, x * 2)
+    second = first.write(1, x * 3)
+    first.write(2, x * 4)                        # supersedes both, for slot 2 only
+    (first.read(0).sum() + second.read(1).sum()).backward()
+    assert x.grad.tolist() == [5.0] * 3
+
+
 def test_only_requires_grad_values_get_gradients(backend):
     a, b = leaves((3,), (3,))
     plain = torch.ones(3, dtype=F64)
@@ -347,14 +443,6 @@ def test_clear_after_read(backend):
         ta.read(0)
     (first * 3).sum().backward()
     assert x.grad.tolist() == [[3.0] * 3, [0.0] * 3]
-
-
-def test_double_backward_is_refused(backend):
-    x = leaves((2,))[0]
-    y = TensorArray(F64, size=1).write(0, x).read(0)
-    grad, = torch.autograd.grad((y ** 3).sum(), x, create_graph=True)
-    with pytest.raises(RuntimeError):
-        torch.autograd.grad(grad.sum(), x)
 
 
 # -- aliasing ---------------------------------------------------------------------------------

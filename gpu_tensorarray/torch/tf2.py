@@ -1,0 +1,303 @@
+"""``gpu_tensorarray.torch.TensorArray(..., mode="tf2")``: TensorFlow 2's rules, the ones a
+PyTorch user who thinks in lists expects.
+
+* Writing a slot again replaces its value; reads never clear (clear_after_read is ignored).
+* An unwritten slot reads as zeros when its shape is known (the element shape, or the
+  shape of the values written so far).
+* unstack and split replace the whole contents (a dynamic array takes their length).
+* Only the TensorArray an op returned may be used after it (superseded: an error).
+
+Storage stays V3, as in the NumPy class's TF2 mode (gpu_tensorarray/tf2_array.py): a logical
+list over one torch TensorArray of V3 rules (dynamic, reads that never clear) and a map from
+logical slot to physical slot. A write always goes to a fresh physical slot, so a value is
+never written twice and the V3 gradient rules give the list's gradients: an overwritten value
+is never read again (no gradient), a slot read twice gets the sum, an unwritten slot is a
+zeros tensor that depends on nothing. A storage whose size a backward pass locked
+(TensorArrayGradV3) is moved, through bridge ops, to a fresh one when it must grow.
+"""
+
+import numpy as np
+import torch
+
+from ..errors import InvalidArgumentError, UnimplementedError
+from ..host import scalar_int
+from ..registry import registry
+from ..shapes import as_partial_shape, is_fully_defined, merge
+from .crossing import host_value
+
+__all__ = ["TF2TensorArray"]
+
+_new = object.__new__
+
+
+class _Contents:
+    """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
+
+    __slots__ = ("storage", "phys", "next_phys", "element_shape", "version", "make_storage", "values")
+
+    def __init__(self, make_storage, length, element_shape):
+        self.make_storage = make_storage
+        self.storage = make_storage(length)
+        self.phys = [None] * length             # logical slot -> physical slot (None: unwritten)
+        self.next_phys = 0
+        self.values = {}                        # physical slot -> the tensor written there
+        self.element_shape = element_shape
+        self.version = 0
+
+
+class TF2TensorArray:
+    """tf.TensorArray as TensorFlow 2 runs it, with torch tensors and autograd (see the module doc)."""
+
+    __slots__ = ("_contents", "_version", "_dynamic_size", "_infer_shape", "_dtype")
+
+    def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
+                 handle=None, flow=None, infer_shape=True, element_shape=None,
+                 colocate_with_first_write_call=True, name=None, device=None, mode=None):
+        from .tensor_array import TensorArray          # the V3 class this one stores its values in
+        if handle is not None or flow is not None:
+            raise UnimplementedError("A TensorArray in mode 'tf2' cannot wrap an existing handle or flow: "
+                                     "create it with size=..., or use mode='tf1' to wrap a V3 handle")
+        if size is None:
+            raise InvalidArgumentError("Size must be provided if handle is not provided")
+        size = scalar_int(host_value(size), "size", "TensorArray size must be scalar, but had shape: ")
+        if size < 0:
+            raise InvalidArgumentError(f"TensorArray size must be >= 0, got {size}")
+
+        def make_storage(length):
+            return TensorArray(dtype, size=length, dynamic_size=True, clear_after_read=False, infer_shape=False,
+                               tensor_array_name="TensorArrayV2", device=device, mode="tf1")
+
+        self._dynamic_size = bool(dynamic_size)
+        self._infer_shape = bool(infer_shape)
+        self._contents = _Contents(make_storage, size, as_partial_shape(element_shape))
+        self._version = 0
+        self._dtype = self._contents.storage.dtype
+
+    # -- the chain -----------------------------------------------------------------------------
+    def _current(self):
+        contents = self._contents
+        if self._version != contents.version:
+            raise InvalidArgumentError(
+                "This TensorArray was already used by write/scatter/unstack/split, which returned a new one: "
+                "use the TensorArray they return (ta = ta.write(...)) (mode 'tf2')")
+        return contents
+
+    def _next(self, contents, bump=True):
+        if bump:
+            contents.version += 1
+        result = _new(TF2TensorArray)
+        result._contents, result._version = contents, contents.version
+        result._dynamic_size, result._infer_shape, result._dtype = self._dynamic_size, self._infer_shape, self._dtype
+        return result
+
+    def _error(self, text, method):
+        return InvalidArgumentError(f"{text} (TensorArray.{method}, mode 'tf2')")
+
+    # -- properties ----------------------------------------------------------------------------
+    @property
+    def handle(self):
+        """The V3 array holding the values now (a locked storage moves to a new one)."""
+        return self._current().storage.handle
+
+    @property
+    def flow(self):
+        return self._current().storage.flow
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def dynamic_size(self):
+        return self._dynamic_size
+
+    @property
+    def element_shape(self):
+        return self._contents.element_shape
+
+    @property
+    def device(self):
+        return self._contents.storage.device
+
+    def __repr__(self):
+        return f"<gpu_tensorarray.torch.TensorArray mode='tf2' dtype={self._dtype} size={len(self._contents.phys)}>"
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _index(self, contents, index, method, growing):
+        index = scalar_int(host_value(index), "index", "TensorArray index must be scalar, but had shape: ")
+        length = len(contents.phys)
+        if index < 0 or (index >= length and not (growing and self._dynamic_size)):
+            raise self._error(f"Trying to {'modify' if growing else 'access'} element {index} in a list with "
+                              f"{length} elements", method)
+        return index
+
+    def _value(self, value, method):
+        if not isinstance(value, torch.Tensor):
+            value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
+        if value.dtype != self._dtype:
+            raise self._error(f"Invalid data types; op elements {value.dtype} but list elements {self._dtype}", method)
+        return value
+
+    def _note_shape(self, contents, shape, method):
+        try:
+            merged = merge(contents.element_shape, tuple(shape))
+        except InvalidArgumentError:
+            raise self._error(f"Inconsistent shapes: saw {tuple(shape)} but expected {contents.element_shape}",
+                              method) from None
+        if self._infer_shape:
+            contents.element_shape = merged
+
+    def _fresh(self, contents, count):
+        """``count`` fresh physical slots: past the end of a storage that can grow, or of a
+        new one holding the written values (a backward pass locked the old one's size)."""
+        storage = contents.storage
+        array = registry.lookup(storage.handle)
+        if not array.dynamic_size and contents.next_phys + count > array.size:
+            # The values as they were written (not read back: a read would chain the new
+            # graph to the old storage's nodes, which the pass that locked it has run).
+            live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
+            fresh = contents.make_storage(len(live))
+            values = {}
+            for physical, (logical, slot) in enumerate(live):
+                values[physical] = contents.values[slot]
+                fresh = fresh.write(physical, values[physical])
+                contents.phys[logical] = physical
+            contents.storage, contents.next_phys, contents.values = fresh, len(live), values
+        first = contents.next_phys
+        contents.next_phys += count
+        return first
+
+    def _zeros(self, contents, method):
+        shape = contents.element_shape
+        if not is_fully_defined(shape):
+            raise self._error(f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
+                              f"{shape} and no list element is set.", method)
+        return torch.zeros(shape, dtype=self._dtype, device=contents.storage.device)
+
+    def _rows(self, contents, indices, method):
+        """The values of logical ``indices``: one gather when all are written."""
+        slots = [contents.phys[i] for i in indices]
+        if None not in slots:
+            return contents.storage.gather(np.asarray(slots, np.int64))
+        zeros = self._zeros(contents, method)
+        return torch.stack([zeros if slot is None else contents.storage.read(slot) for slot in slots])
+
+    # -- ops -----------------------------------------------------------------------------------
+    def identity(self):
+        return self._next(self._current(), bump=False)
+
+    def grad(self, source, flow=None, name=None):
+        raise UnimplementedError("TensorArray.grad is not supported in mode 'tf2' (TensorFlow 2 has no gradient "
+                                 "TensorArrays): gradients flow through torch autograd")
+
+    def write(self, index, value, name=None):
+        contents = self._current()
+        index = self._index(contents, index, "write", growing=True)
+        value = self._value(value, "write")
+        self._note_shape(contents, value.shape, "write")
+        slot = self._fresh(contents, 1)
+        contents.storage = contents.storage.write(slot, value)
+        contents.values[slot] = value
+        if index >= len(contents.phys):
+            contents.phys.extend([None] * (index + 1 - len(contents.phys)))
+        contents.phys[index] = slot
+        return self._next(contents)
+
+    def read(self, index, name=None):
+        contents = self._current()
+        index = self._index(contents, index, "read", growing=False)
+        slot = contents.phys[index]
+        return self._zeros(contents, "read") if slot is None else contents.storage.read(slot)
+
+    def gather(self, indices, name=None):
+        contents = self._current()
+        indices = [self._index(contents, i, "gather", growing=False)
+                   for i in np.asarray(host_value(indices)).reshape(-1).tolist()]
+        if not indices:
+            return torch.zeros((0,) + tuple(self._zeros(contents, "gather").shape), dtype=self._dtype)
+        return self._rows(contents, indices, "gather")
+
+    def stack(self, name=None):
+        contents = self._current()
+        if not contents.phys:
+            shape = contents.element_shape
+            if not is_fully_defined(shape):
+                raise self._error(f"Tried to stack an empty list with non-fully-defined element_shape: {shape}",
+                                  "stack")
+            return torch.zeros((0,) + tuple(shape), dtype=self._dtype)
+        return self._rows(contents, range(len(contents.phys)), "stack")
+
+    def concat(self, name=None):
+        contents = self._current()
+        values = [self.read(i) for i in range(len(contents.phys))]
+        if any(value.dim() == 0 for value in values):
+            raise self._error("Concat saw a scalar shape at index 0 but requires at least vectors", "concat")
+        if not values:
+            shape = contents.element_shape
+            if shape is None or not is_fully_defined(shape[1:]):
+                raise self._error("Tried to concat an empty list with non-fully-defined element_shape", "concat")
+            return torch.zeros((0,) + tuple(shape[1:]), dtype=self._dtype)
+        return torch.cat(values)
+
+    def scatter(self, indices, value, name=None):
+        contents = self._current()
+        value = self._value(value, "scatter")
+        indices = np.asarray(host_value(indices)).reshape(-1).tolist()
+        if len(indices) != (value.shape[0] if value.dim() else -1):
+            raise self._error(f"Invalid number of rows in input tensor. Expected: {len(indices)} "
+                              f"Actual: {value.shape[0] if value.dim() else 'a scalar'}", "scatter")
+        indices = [self._index(contents, i, "scatter", growing=True) for i in indices]
+        if indices:
+            self._note_shape(contents, value.shape[1:], "scatter")
+            first = self._fresh(contents, len(indices))
+            contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
+            contents.values.update(zip(range(first, first + len(indices)), value.unbind(0)))
+            top = max(indices) + 1
+            if top > len(contents.phys):
+                contents.phys.extend([None] * (top - len(contents.phys)))
+            for k, index in enumerate(indices):         # a repeated index: the last row wins
+                contents.phys[index] = first + k
+        return self._next(contents)
+
+    def unstack(self, value, name=None):
+        contents = self._current()
+        value = self._value(value, "unstack")
+        if value.dim() == 0:
+            raise self._error("unstack needs a value of rank >= 1, got a scalar", "unstack")
+        count = value.shape[0]
+        if not self._dynamic_size and count > len(contents.phys):
+            raise self._error(f"unstack of {count} rows into an array of size {len(contents.phys)}: create the "
+                              f"TensorArray with size={count} or dynamic_size=True", "unstack")
+        self._note_shape(contents, value.shape[1:], "unstack")
+        first = self._fresh(contents, count)
+        if count:
+            contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
+            contents.values.update(zip(range(first, first + count), value.unbind(0)))
+        length = count if self._dynamic_size else len(contents.phys)
+        contents.phys = [first + k if k < count else None for k in range(length)]
+        return self._next(contents)
+
+    def split(self, value, lengths, name=None):
+        contents = self._current()
+        value = self._value(value, "split")
+        lengths = np.asarray(host_value(lengths), np.int64).reshape(-1).tolist()
+        if value.dim() == 0 or sum(lengths) != value.shape[0] or min(lengths, default=0) < 0:
+            raise self._error(f"lengths {lengths} must be non-negative and add up to the value's first dimension "
+                              f"({'a scalar' if value.dim() == 0 else value.shape[0]})", "split")
+        if not self._dynamic_size and len(lengths) != len(contents.phys):
+            raise self._error(f"split into {len(lengths)} pieces of an array of size {len(contents.phys)}", "split")
+        first = self._fresh(contents, len(lengths))
+        start, storage = 0, contents.storage
+        for k, length in enumerate(lengths):
+            piece = contents.values[first + k] = value[start:start + length]
+            storage = storage.write(first + k, piece)
+            start += length
+        contents.storage = storage
+        contents.phys = [first + k for k in range(len(lengths))]
+        return self._next(contents)
+
+    def size(self, name=None):
+        return torch.tensor(len(self._current().phys), dtype=torch.int32)
+
+    def close(self, name=None):
+        self._contents.storage.close()

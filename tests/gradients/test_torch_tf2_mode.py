@@ -1,0 +1,128 @@
+"""gpu_tensorarray.torch.TensorArray(mode="tf2"): a list's rules (overwrite, re-read, zeros for
+unwritten slots, unstack and split replace the contents) with the gradients of the same
+program written with a Python list (float64, 1e-12 relative), at first and second order; only
+the TensorArray an op returned may be used after it. TF1 rules stay the default.
+
+Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
+
+import pytest
+
+from gpu_tensorarray.errors import InvalidArgumentError, UnimplementedError
+from gpu_tensorarray.testing import import_torch
+
+torch = import_torch()
+from gpu_tensorarray.torch import TensorArray  # noqa: E402
+from gpu_tensorarray.torch.tf2 import TF2TensorArray  # noqa: E402
+
+F64 = torch.float64
+
+
+def weights(*shape, seed=1):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+
+
+def curved(value, seed=1):
+    return (torch.sin(value) * weights(*value.shape, seed=seed)).sum() + (value ** 3).sum() / 3
+
+
+def _ours(p):
+    ta = TensorArray(F64, size=4, mode="tf2", element_shape=(3,))
+    ta = ta.write(0, p[0]).write(2, p[1] * 2)
+    first = ta.read(0)                                   # re-read below: reads never clear
+    ta = ta.write(0, torch.tanh(p[2]))                   # overwrite: p[0] is gone from slot 0
+    ta = ta.scatter([3, 2, 3], torch.stack([p[0] * p[1], p[2] ** 2, p[1] + 1]))   # 3 twice: the last wins
+    total = curved(first) + curved(ta.stack(), seed=2) + curved(ta.read(0), seed=3)
+    total = total + curved(ta.gather([1, 3, 3]), seed=4)                          # slot 1 unwritten: zeros
+    replaced = ta.unstack(p[:2] * 3)                     # a fixed size: slots 2 and 3 now unwritten
+    total = total + curved(replaced.stack(), seed=5)
+    pieces = TensorArray(F64, size=0, mode="tf2", dynamic_size=True).split(p.reshape(-1), [4, 0, 5])
+    pieces = pieces.write(1, p[0, :2])
+    return total + curved(pieces.concat(), seed=6) + curved(pieces.read(2), seed=7)
+
+
+def _reference(p):
+    rows = [None] * 4
+    zeros = torch.zeros(3, dtype=F64)
+    rows[0], rows[2] = p[0], p[1] * 2
+    first = rows[0]
+    rows[0] = torch.tanh(p[2])
+    for index, row in zip([3, 2, 3], torch.stack([p[0] * p[1], p[2] ** 2, p[1] + 1])):
+        rows[index] = row
+    listed = [zeros if row is None else row for row in rows]
+    total = curved(first) + curved(torch.stack(listed), seed=2) + curved(listed[0], seed=3)
+    total = total + curved(torch.stack([listed[1], listed[3], listed[3]]), seed=4)
+    replaced = list((p[:2] * 3).unbind(0)) + [zeros, zeros]
+    total = total + curved(torch.stack(replaced), seed=5)
+    pieces = list(torch.split(p.reshape(-1), [4, 0, 5]))
+    pieces[1] = p[0, :2]
+    return total + curved(torch.cat(pieces), seed=6) + curved(pieces[2], seed=7)
+
+
+def _leaf():
+    return torch.randn(3, 3, generator=torch.Generator().manual_seed(0), dtype=F64).requires_grad_()
+
+
+def assert_close(mine, theirs, rtol=1e-12):
+    scale = max(float(theirs.abs().max()), 1e-300)
+    assert float((mine - theirs).abs().max()) <= rtol * scale, (mine, theirs)
+
+
+def test_values_and_gradients_equal_the_list_model(backend):
+    p = _leaf()
+    ours, reference = _ours(p), _reference(p)
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-12)
+    assert_close(torch.autograd.grad(ours, p)[0], torch.autograd.grad(reference, p)[0])
+
+
+def test_second_order_equals_the_list_model(backend):
+    p = _leaf()
+
+    def penalty(program):
+        out = program(p)
+        g, = torch.autograd.grad(out, p, create_graph=True)
+        return torch.autograd.grad(out + (g.norm() - 1) ** 2, p)[0]
+
+    assert_close(penalty(_ours), penalty(_reference), rtol=1e-10)
+
+
+def test_a_training_loop_keeps_writing_after_backward(backend):
+    """A backward pass locks the storage's size; later writes move it to a fresh one."""
+    p = _leaf()
+    ta = TensorArray(F64, size=0, mode="tf2", dynamic_size=True)
+    rows = []
+    for step in range(4):
+        ta = ta.write(step, p[step % 3] * (step + 1))
+        rows.append(p[step % 3] * (step + 1))
+        loss, reference = curved(ta.stack()), curved(torch.stack(rows))
+        # retain_graph: the rows of earlier steps are differentiated again (as the list's are)
+        assert_close(torch.autograd.grad(loss, p, retain_graph=True)[0],
+                     torch.autograd.grad(reference, p, retain_graph=True)[0])
+
+
+def test_only_the_returned_array_may_be_used(backend):
+    ta = TensorArray(F64, size=2, mode="tf2")
+    ta.write(0, torch.ones(2, dtype=F64))
+    with pytest.raises(InvalidArgumentError, match="use the TensorArray they return"):
+        ta.stack()
+
+
+def test_errors(backend):
+    ta = TensorArray(F64, size=2, mode="tf2")
+    with pytest.raises(InvalidArgumentError, match="element 2 in a list with 2 elements"):
+        ta.write(2, torch.ones(2, dtype=F64))
+    with pytest.raises(InvalidArgumentError, match="not fully defined"):
+        ta.read(0)
+    with pytest.raises(InvalidArgumentError, match="Invalid data types"):
+        ta.write(0, torch.ones(2, dtype=torch.float32))
+    with pytest.raises(UnimplementedError):
+        ta.grad("gradients")
+    with pytest.raises(UnimplementedError):
+        TensorArray(F64, size=1, mode="tf2", flow=ta.flow)
+
+
+def test_tf1_stays_the_default(backend):
+    assert not isinstance(TensorArray(F64, size=1), TF2TensorArray)
+    assert isinstance(TensorArray(F64, size=1, mode="tf2"), TF2TensorArray)
+    ta = TensorArray(F64, size=1).write(0, torch.ones(1, dtype=F64))
+    with pytest.raises(InvalidArgumentError):
+        ta.write(0, torch.ones(1, dtype=F64))                 # V3: a slot is written once
