@@ -13,10 +13,17 @@ import os
 from . import device, get_backend
 from .errors import UnavailableError
 
-__all__ = ["BACKEND_NAMES", "REQUIRED_IN_CI", "load_backend", "backend_fixture", "import_torch"]
+__all__ = ["BACKEND_NAMES", "REQUIRED_IN_CI", "load_backend", "backend_fixture", "import_torch", "require_in_ci"]
 
 BACKEND_NAMES = ("numpy", "emulated", "cupy")
 REQUIRED_IN_CI = ("numpy", "emulated")
+_required = set(REQUIRED_IN_CI)
+
+
+def require_in_ci(*names):
+    """Make these backends required under CI too (a suite that always has them: ours
+    runs cupy on a GPU or on its CuPy stand-in)."""
+    _required.update(names)
 
 
 def load_backend(name):
@@ -25,7 +32,7 @@ def load_backend(name):
     try:
         return get_backend(name)
     except UnavailableError as error:
-        if name in REQUIRED_IN_CI and os.environ.get("CI"):
+        if name in _required and os.environ.get("CI"):
             pytest.fail(f"the {name} backend must run in CI: {error}")
         pytest.skip(f"{name} backend unavailable here: {error}")
 

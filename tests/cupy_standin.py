@@ -1,0 +1,1143 @@
+"""A CPU stand-in for CuPy 14.2: the GPU path, run where no GPU is (a test double).
+
+``install()`` puts it in ``sys.modules["cupy"]`` when the real CuPy sees no CUDA
+device (tests/conftest.py calls it first thing), so the cupy backend, unmodified,
+runs the project's ``[cupy]`` tests here. Where a GPU is usable the real CuPy stays.
+
+What it is: device arrays over NumPy memory with CuPy's semantics where they differ
+from NumPy's, RawModule/RawKernel launches that run the kernels' CPU build (the
+emulated backend's, through ``cpu_kernel``) under CuPy's launch rules, a memory pool
+with a limit, two devices with a current device per thread, streams and events that
+record their ordering, and counters: kernel launches, device-to-host synchronisations,
+allocations. Each modelled behaviour names the CuPy 14.2 source it follows (paths in
+the cupy/cupy repository). Anything CuPy would refuse, the stand-in refuses too: it is
+never more lenient than a GPU, so a test that passes here cannot rely on NumPy.
+
+Stricter than most GPUs on purpose: there is no peer access between the two devices
+(CuPy then raises ValueError for a kernel on another device's array), and a launch
+whose arguments do not match the kernel's C signature fails (on a GPU it reads the
+wrong bytes: undefined behaviour).
+"""
+
+import builtins
+import contextlib
+import ctypes
+import functools
+import sys
+import threading
+import types
+import weakref
+
+import numpy as np
+
+__version__ = "14.2.0"
+STANDIN = True                      # what tests ask to know they run on the stand-in
+
+DEVICE_COUNT = 2
+COMPUTE_CAPABILITY = "90"           # an H100's, as cupy.cuda.Device reports it
+DEVICE_MEMORY = 16 << 30            # each device's total memory (memGetInfo)
+# Fresh allocations hold this byte, as reused pool memory holds stale values:
+# code that reads memory it never wrote sees NaNs and -1s, never zeros.
+POISON = 0xFF
+
+# NumPy's scalar types under CuPy's names (cupy/__init__.py re-exports NumPy's).
+for _name in ("bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+              "float16", "float32", "float64", "complex64", "complex128", "intp", "dtype"):
+    globals()[_name] = getattr(np, _name)
+newaxis = None
+
+
+# -- counters and the ordering log ------------------------------------------------------------
+
+class Counters:
+    """What the device did: kernel launches (RawKernel and the elementwise work CuPy
+    runs as kernels), synchronisations (a device-to-host read: get(), int(), float(),
+    bool(), item(), tolist(), repr(), asnumpy(); a stream, event or device synchronize),
+    allocations from the pool and host-to-device copies."""
+
+    FIELDS = ("launches", "syncs", "allocations", "allocated_bytes", "uploads")
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        for field in self.FIELDS:
+            setattr(self, field, 0)
+
+    def snapshot(self):
+        return {field: getattr(self, field) for field in self.FIELDS}
+
+
+counters = Counters()
+# ("launch" | "copy" | "alloc" | "free" | "record" | "wait" | "sync", device, stream name, detail)
+log = []
+_recording = [False]
+
+
+@contextlib.contextmanager
+def recording():
+    """The ordering log, filled only inside (the whole suite would fill memory)."""
+    del log[:]
+    _recording[0] = True
+    try:
+        yield log
+    finally:
+        _recording[0] = False
+
+
+def _note(kind, device, stream, detail=None):
+    if _recording[0]:
+        log.append((kind, device, None if stream is None else stream.name, detail))
+
+
+@contextlib.contextmanager
+def counting():
+    """Counters over the block: ``with counting() as delta: ...; delta()`` -> dict."""
+    before = counters.snapshot()
+    yield lambda: {field: counters.snapshot()[field] - before[field] for field in Counters.FIELDS}
+
+
+# -- errors ---------------------------------------------------------------------------------------
+
+class CUDARuntimeError(RuntimeError):
+    """cupy_backends/cuda/api/runtime.pyx: CUDARuntimeError(status)."""
+
+
+class CUDADriverError(RuntimeError):
+    """cupy_backends/cuda/api/driver.pyx: CUDADriverError(status)."""
+
+
+class OutOfMemoryError(MemoryError):
+    """cupy/cuda/memory.pyx: OutOfMemoryError(size, total, limit), a MemoryError."""
+
+    def __init__(self, size, total, limit=0):
+        self._size, self._total, self._limit = size, total, limit
+        if limit == 0:
+            text = f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes)."
+        else:
+            text = (f"Out of memory allocating {size:,} bytes (allocated so far: {total:,} bytes, "
+                    f"limit set to: {limit:,} bytes).")
+        super().__init__(text)
+
+
+# -- devices: a current device per thread ---------------------------------------------------------
+
+_thread = threading.local()
+
+
+def _current_device():
+    return getattr(_thread, "device", 0)
+
+
+def _check_ordinal(index):
+    if not 0 <= index < DEVICE_COUNT:
+        raise CUDARuntimeError("cudaErrorInvalidDevice: invalid device ordinal")
+
+
+def _set_device(index):
+    index = int(index)
+    _check_ordinal(index)
+    _thread.device = index
+
+
+def _synchronize_device(index):
+    counters.syncs += 1
+    _note("sync", index, None, "device")
+
+
+class Device:
+    """cupy/cuda/device.pyx: ``with Device(i):`` makes i current and restores the
+    previous device on exit (a stack per thread); ``id``, ``compute_capability``."""
+
+    def __init__(self, device=None):
+        if device is None:
+            device = _current_device()
+        elif isinstance(device, Device):
+            device = device.id
+        _check_ordinal(int(device))
+        self.id = int(device)
+        self._previous = []
+
+    compute_capability = COMPUTE_CAPABILITY
+
+    def __enter__(self):
+        self._previous.append(_current_device())
+        _set_device(self.id)
+        return self
+
+    def __exit__(self, *exc_info):
+        _set_device(self._previous.pop())
+        return False
+
+    def use(self):
+        _set_device(self.id)
+
+    def synchronize(self):
+        _synchronize_device(self.id)
+
+    @property
+    def mem_info(self):
+        return _pools[self.id].free_and_total()
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("Device", self.id))
+
+    def __repr__(self):
+        return f"<CUDA Device {self.id}>"
+
+
+# -- streams and events -------------------------------------------------------------------------
+
+class Stream:
+    """cupy/cuda/stream.pyx: a stream belongs to the device current when it is made;
+    ``with stream:`` makes it the thread's current stream; ``Stream.null`` is the
+    default (legacy) stream of whichever device is current."""
+
+    _numbers = iter(range(1, 1 << 62))
+
+    def __init__(self, null=False, non_blocking=False, ptr=None, name=None):
+        self.device_id = _current_device()
+        self.ptr = 0 if null else next(Stream._numbers)
+        self.name = name or ("null" if null else f"stream{self.ptr}")
+        self._previous = []
+
+    def __enter__(self):
+        self._previous.append(getattr(_thread, "stream", None))
+        _thread.stream = self
+        return self
+
+    def __exit__(self, *exc_info):
+        _thread.stream = self._previous.pop()
+        return False
+
+    def use(self):
+        _thread.stream = self
+        return self
+
+    def synchronize(self):
+        counters.syncs += 1
+        _note("sync", _current_device(), self, "stream")
+
+    def wait_event(self, event):
+        _note("wait", _current_device(), self, event.recorded_on)
+
+    def record(self, event=None):
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and (other.ptr, other.device_id) == (self.ptr, self.device_id) \
+            if self.ptr else isinstance(other, Stream) and other.ptr == 0
+
+    def __hash__(self):
+        return hash(("Stream", self.ptr, self.device_id if self.ptr else None))
+
+    def __repr__(self):
+        return f"<Stream {self.name} (device {self.device_id})>"
+
+
+Stream.null = Stream(null=True)
+
+
+def get_current_stream(device_id=None):
+    """cupy/cuda/stream.pyx: the thread's current stream (the null stream by default)."""
+    stream = getattr(_thread, "stream", None)
+    return Stream.null if stream is None else stream
+
+
+class Event:
+    """cupy/cuda/stream.pyx: an event of the device current when it is made; recording
+    it on a stream while another device is current fails (cudaEventRecord's
+    cudaErrorInvalidResourceHandle)."""
+
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        self.device_id = _current_device()
+        self.recorded_on = None
+
+    def record(self, stream=None):
+        stream = get_current_stream() if stream is None else stream
+        if _current_device() != self.device_id:
+            raise CUDARuntimeError("cudaErrorInvalidResourceHandle: invalid resource handle "
+                                   f"(an event of device {self.device_id} recorded while device "
+                                   f"{_current_device()} is current)")
+        self.recorded_on = stream.name
+        _note("record", self.device_id, stream, None)
+
+    def synchronize(self):
+        counters.syncs += 1
+        _note("sync", self.device_id, None, "event")
+
+    @property
+    def done(self):
+        return True
+
+
+# -- the memory pool --------------------------------------------------------------------------------
+
+class MemoryPool:
+    """cupy/cuda/memory.pyx's MemoryPool, per device: ``set_limit(size=...)``, used and
+    total bytes; an allocation past the limit raises OutOfMemoryError(size, total, limit)
+    before anything is allocated. Freed memory returns to the pool (its stream's
+    free list, in CuPy): it is counted as free again at once here."""
+
+    def __init__(self, device_id):
+        self.device_id = device_id
+        self._limit = 0                 # 0: the device's memory
+        self._used = 0
+        self._lock = threading.Lock()
+
+    def set_limit(self, size=None, fraction=None):
+        self._limit = int(DEVICE_MEMORY * fraction) if fraction is not None else int(size or 0)
+
+    def get_limit(self):
+        return self._limit
+
+    def used_bytes(self):
+        return self._used
+
+    def total_bytes(self):
+        return self._used
+
+    def free_all_blocks(self, stream=None):
+        pass
+
+    def free_and_total(self):
+        return DEVICE_MEMORY - self._used, DEVICE_MEMORY
+
+    def malloc(self, nbytes, stream):
+        limit = self._limit or DEVICE_MEMORY
+        with self._lock:
+            if self._used + nbytes > limit:
+                raise OutOfMemoryError(nbytes, self._used, self._limit)
+            self._used += nbytes
+        counters.allocations += 1
+        counters.allocated_bytes += nbytes
+        _note("alloc", self.device_id, stream, nbytes)
+
+    def free(self, nbytes, stream_name):
+        with self._lock:
+            self._used -= nbytes
+        if _recording[0]:
+            log.append(("free", self.device_id, stream_name, nbytes))
+
+
+_pools = [MemoryPool(index) for index in range(DEVICE_COUNT)]
+
+
+def get_default_memory_pool():
+    """The current device's pool (CuPy's default pool serves every device)."""
+    return _pools[_current_device()]
+
+
+def _allocate(shape, dtype, fill=POISON):
+    """A fresh allocation of ``shape`` on the current device, through its pool."""
+    dtype = np.dtype(dtype)
+    shape = tuple(int(extent) for extent in shape)
+    count = 1
+    for extent in shape:
+        count *= extent
+    nbytes = count * dtype.itemsize
+    device = _current_device()
+    stream = get_current_stream()
+    _pools[device].malloc(nbytes, stream)
+    try:
+        root = np.full(max(nbytes, 1), fill, np.uint8)
+    except MemoryError:
+        _pools[device].free(nbytes, stream.name)
+        raise OutOfMemoryError(nbytes, _pools[device].used_bytes(), _pools[device].get_limit()) from None
+    weakref.finalize(root, _pools[device].free, nbytes, stream.name)
+    data = root[:nbytes].view(dtype).reshape(shape)
+    return ndarray._wrap(data, device)
+
+
+# -- the array ------------------------------------------------------------------------------------
+
+class MemoryPointer:
+    """cupy/cuda/memory.pyx: where an array's data is (``ptr``, ``device_id``)."""
+
+    __slots__ = ("ptr", "device_id")
+
+    def __init__(self, ptr, device_id):
+        self.ptr, self.device_id = ptr, device_id
+
+
+class Flags:
+    """cupy/_core/flags.pyx: c_contiguous, f_contiguous, owndata, and no ``writeable``
+    (CuPy has no read-only arrays)."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata")
+
+    def __init__(self, array):
+        self.c_contiguous = array.flags.c_contiguous
+        self.f_contiguous = array.flags.f_contiguous
+        self.owndata = array.base is None
+
+    def __getitem__(self, name):
+        return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
+                "OWNDATA": self.owndata}[name]
+
+
+def _host_value(value, device):
+    """An operand as NumPy for elementwise work on ``device``: device arrays must be
+    there (cupy/_core/_kernel.pyx, _check_peer_access: no peer access here), scalars
+    pass, NumPy arrays are refused as CuPy's ufuncs refuse them."""
+    if isinstance(value, ndarray):
+        _check_peer_access(value, device)
+        return value._a
+    if isinstance(value, np.ndarray) and value.ndim:
+        raise TypeError(f"Unsupported type {type(value)}")
+    if isinstance(value, (np.generic, np.ndarray, int, float, complex, bool)):
+        return value
+    raise TypeError(f"Unsupported type {type(value)}")
+
+
+def _check_peer_access(array, device):
+    """cupy/_core/_kernel.pyx, _check_peer_access, on a machine without peer access."""
+    if array._device != device:
+        raise ValueError(f"The device where the array resides ({array._device}) is different from the "
+                         f"current device ({device}). Peer access is unavailable between these devices.")
+
+
+def _launched(what):
+    counters.launches += 1
+    _note("launch", _current_device(), get_current_stream(), what)
+
+
+def _result(host, what):
+    """A new device array on the current device holding ``host`` (what a kernel made)."""
+    _launched(what)
+    if not isinstance(host, np.ndarray):
+        host = np.asarray(host)
+    out = _allocate(host.shape, host.dtype)
+    out._a[...] = host
+    return out
+
+
+def _sync(what):
+    counters.syncs += 1
+    _note("sync", _current_device(), get_current_stream(), what)
+
+
+class ndarray:
+    """cupy/_core/core.pyx's ndarray over NumPy memory on one device."""
+
+    __slots__ = ("_a", "_device", "__weakref__")
+    __array_priority__ = 100
+    __hash__ = None
+
+    def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
+        made = _allocate(shape if isinstance(shape, tuple) else (shape,), dtype)
+        self._a, self._device = made._a, made._device
+
+    @classmethod
+    def _wrap(cls, data, device):
+        array = object.__new__(cls)
+        array._a, array._device = data, device
+        return array
+
+    def _view(self, data):
+        return ndarray._wrap(data, self._device)
+
+    # -- attributes ----------------------------------------------------------------------------
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    itemsize = property(lambda self: self._a.itemsize)
+    strides = property(lambda self: self._a.strides)
+    flags = property(lambda self: Flags(self._a))
+    device = property(lambda self: Device(self._device))
+    data = property(lambda self: MemoryPointer(self._a.ctypes.data, self._device))
+    T = property(lambda self: self._view(self._a.T))
+
+    @property
+    def base(self):
+        return None if self._a.base is None else self
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "descr": self.dtype.descr,
+                "data": (self._a.ctypes.data, False), "version": 3,
+                "strides": None if self._a.flags.c_contiguous else self.strides}
+
+    # -- host reads: each one synchronises (cupy/_core/core.pyx: get, item, __int__ ...) --------
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        _sync("get")
+        if out is not None:
+            out[...] = self._a
+            return out
+        return np.array(self._a, order=order)
+
+    def item(self):
+        _sync("item")
+        return self._a.item()
+
+    def tolist(self):
+        _sync("tolist")
+        return self._a.tolist()
+
+    def __int__(self):
+        _sync("int")
+        return int(self._a)
+
+    def __float__(self):
+        _sync("float")
+        return float(self._a)
+
+    def __complex__(self):
+        _sync("complex")
+        return complex(self._a)
+
+    def __bool__(self):
+        _sync("bool")
+        return bool(self._a)
+
+    def __index__(self):
+        _sync("index")
+        return self._a.__index__()
+
+    def __repr__(self):
+        _sync("repr")
+        return repr(self._a).replace("array(", "array(", 1)
+
+    def __str__(self):
+        _sync("str")
+        return str(self._a)
+
+    def __format__(self, spec):
+        _sync("format")
+        return format(self._a, spec) if self.ndim == 0 else str(self._a)
+
+    def __array__(self, dtype=None, copy=None):
+        # cupy/_core/core.pyx, ndarray.__array__.
+        raise TypeError("Implicit conversion to a NumPy array is not allowed. "
+                        "Please use `.get()` to construct a NumPy array explicitly.")
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        return (self[index] for index in range(len(self)))
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    # -- DLPack (cupy/_core/core.pyx __dlpack__, cupy/_core/dlpack.pyx) --------------------------
+    def __dlpack_device__(self):
+        return (2, self._device)               # kDLCUDA
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if dl_device is None or tuple(dl_device) == self.__dlpack_device__():
+            if copy is True:
+                raise BufferError("copy=True only supported for copy to CPU.")
+            return _DeviceCapsule(self)         # only a CUDA consumer (from_dlpack here) reads it
+        if tuple(dl_device) == (1, 0):
+            if copy is False:
+                raise ValueError("GPU memory cannot be exported to CPU without copy.")
+            return self.get().__dlpack__(max_version=max_version)
+        raise BufferError("unsupported device requested.")
+
+    # -- views and copies -------------------------------------------------------------------------
+    def _key(self, key):
+        """An index key as NumPy's: device index arrays must be on this array's device."""
+        if isinstance(key, tuple):
+            return tuple(self._key(part) for part in key)
+        if isinstance(key, ndarray):
+            _check_peer_access(key, self._device)
+            return key._a
+        return key
+
+    @staticmethod
+    def _is_basic(key):
+        parts = key if isinstance(key, tuple) else (key,)
+        return all(part is None or part is Ellipsis or isinstance(part, (slice, int, np.integer))
+                   for part in parts)
+
+    def __getitem__(self, key):
+        key = self._key(key)
+        if self._is_basic(key):
+            # A view; indexing every axis gives a 0-d array, never a scalar (as CuPy).
+            return self._view(self._a[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
+                              if Ellipsis not in (key if isinstance(key, tuple) else (key,)) else self._a[key])
+        _check_peer_access(self, _current_device())
+        return _result(self._a[key], "take")
+
+    def __setitem__(self, key, value):
+        _check_peer_access(self, _current_device())
+        key = self._key(key)
+        if isinstance(value, ndarray):
+            _check_peer_access(value, self._device)
+            _launched("copy")
+            self._a[key] = value._a
+        elif isinstance(value, np.ndarray) and value.ndim:
+            counters.uploads += 1                 # a host-to-device copy, then an elementwise copy
+            _launched("copy")
+            self._a[key] = value
+        else:
+            _launched("fill")
+            self._a[key] = value
+
+    def fill(self, value):
+        # cupy/_core/core.pyx, ndarray.fill: a zero value of a contiguous array is a memset,
+        # so -0.0 becomes +0.0 (every bit cleared).
+        _check_peer_access(self, _current_device())
+        value = np.asarray(value.get() if isinstance(value, ndarray) else value, dtype=self.dtype)
+        if value.shape != ():
+            raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
+        _launched("fill")
+        if value == 0 and self._a.flags.c_contiguous:
+            self._a.view(np.uint8)[...] = 0
+        else:
+            self._a[...] = value
+
+    def copy(self, order="C"):
+        # cupy/_core/core.pyx, ndarray.copy: into the current device, from any device.
+        device = _current_device()
+        if self._device != device and self.size and not (self._a.flags.c_contiguous or self._a.flags.f_contiguous):
+            raise NotImplementedError("CuPy cannot copy non-contiguous array between devices.")
+        return _result(np.array(self._a, order=order), "copy")
+
+    def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
+        if not copy and np.dtype(dtype) == self.dtype:
+            return self
+        _check_peer_access(self, _current_device())
+        return _result(self._a.astype(dtype), "astype")
+
+    def view(self, dtype=None):
+        return self._view(self._a if dtype is None else self._a.view(dtype))
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        reshaped = self._a.reshape(shape, order=order)
+        if np.shares_memory(reshaped, self._a) or not self.size:
+            return self._view(reshaped)
+        return _result(reshaped, "copy")
+
+    def ravel(self, order="C"):
+        return self.reshape(-1, order=order)
+
+    def flatten(self, order="C"):
+        return self.copy().reshape(-1)
+
+    def squeeze(self, axis=None):
+        return self._view(self._a.squeeze(axis))
+
+    def transpose(self, *axes):
+        return self._view(self._a.transpose(*axes))
+
+    def swapaxes(self, a, b):
+        return self._view(self._a.swapaxes(a, b))
+
+    def __deepcopy__(self, memo):
+        with Device(self._device):
+            return self.copy()
+
+    def __reduce__(self):
+        return (array, (self.get(),))
+
+    # -- elementwise work: one kernel each (cupy/_core/_kernel.pyx) --------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        device = _current_device()
+        out = kwargs.pop("out", None)
+        host_inputs = [_host_value(value, device) for value in inputs]
+        if out is not None:
+            targets = out if isinstance(out, tuple) else (out,)
+            for target in targets:
+                if not isinstance(target, ndarray):
+                    raise TypeError(f"Output must be a cupy.ndarray, got {type(target)}")
+                _check_peer_access(target, device)
+            _launched(ufunc.__name__)
+            result = getattr(ufunc, method)(*host_inputs, out=tuple(t._a for t in targets), **kwargs)
+            return out
+        result = getattr(ufunc, method)(*host_inputs, **kwargs)
+        if isinstance(result, tuple):
+            return tuple(_result(part, ufunc.__name__) for part in result)
+        return _result(result, ufunc.__name__)
+
+    def __array_function__(self, func, types_, args, kwargs):
+        # cupy/_core/core.pyx, __array_function__: CuPy's function of that name, else
+        # NotImplemented (NumPy then raises TypeError).
+        implementation = _FUNCTIONS.get(func.__name__)
+        if implementation is None:
+            return NotImplemented
+        return implementation(*args, **kwargs)
+
+    def _reduce(self, name, axis=None, dtype=None, out=None, keepdims=False):
+        _check_peer_access(self, _current_device())
+        result = getattr(np, name)(self._a, axis=axis, keepdims=keepdims,
+                                   **({"dtype": dtype} if dtype is not None else {}))
+        return _result(result, name)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        return self._reduce("sum", axis, dtype, out, keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        return self._reduce("mean", axis, dtype, out, keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        return self._reduce("any", axis, None, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return self._reduce("all", axis, None, out, keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        return self._reduce("max", axis, None, out, keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        return self._reduce("min", axis, None, out, keepdims)
+
+
+def _operator(ufunc, reflected=False):
+    def method(self, other):
+        if not isinstance(other, (ndarray, np.generic, int, float, complex, bool)) and not (
+                isinstance(other, np.ndarray) and other.ndim == 0):
+            if isinstance(other, np.ndarray):
+                raise TypeError(f"Unsupported type {type(other)}")
+            return NotImplemented
+        return ufunc(other, self) if reflected else ufunc(self, other)
+    return method
+
+
+def _inplace(ufunc):
+    def method(self, other):
+        ufunc(self, other, out=self)
+        return self
+    return method
+
+
+for _name, _ufunc in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("truediv", np.true_divide),
+                      ("floordiv", np.floor_divide), ("mod", np.remainder), ("pow", np.power),
+                      ("and", np.bitwise_and), ("or", np.bitwise_or),
+                      ("xor", np.bitwise_xor), ("matmul", np.matmul)):
+    setattr(ndarray, f"__{_name}__", _operator(_ufunc))
+    setattr(ndarray, f"__r{_name}__", _operator(_ufunc, reflected=True))
+    setattr(ndarray, f"__i{_name}__", _inplace(_ufunc))
+for _name, _ufunc in (("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                      ("gt", np.greater), ("ge", np.greater_equal)):
+    setattr(ndarray, f"__{_name}__", _operator(_ufunc))
+ndarray.__neg__ = lambda self: np.negative(self)
+ndarray.__pos__ = lambda self: np.positive(self)
+ndarray.__abs__ = lambda self: np.absolute(self)
+ndarray.__invert__ = lambda self: np.invert(self)
+ndarray.__module__ = "cupy"
+ndarray.__qualname__ = ndarray.__name__ = "ndarray"
+
+
+class _DeviceCapsule:
+    """A CUDA DLPack capsule: only CuPy (from_dlpack here) can consume it, as only a
+    CUDA-aware consumer can read a real one."""
+
+    def __init__(self, array):
+        self.array = array
+
+
+# -- creation ------------------------------------------------------------------------------------
+
+def empty(shape, dtype=float, order="C"):
+    return _allocate(shape if isinstance(shape, (tuple, list)) else (shape,), dtype)
+
+
+def zeros(shape, dtype=float, order="C"):
+    # cupy/_creation/basic.py, zeros: a memset of a fresh allocation.
+    out = empty(shape, dtype)
+    _launched("memset")
+    out._a.view(np.uint8)[...] = 0
+    return out
+
+
+def ones(shape, dtype=float, order="C"):
+    return full(shape, 1, dtype)
+
+
+def full(shape, fill_value, dtype=None, order="C"):
+    dtype = np.asarray(fill_value).dtype if dtype is None else dtype
+    out = empty(shape, dtype)
+    out.fill(fill_value)
+    return out
+
+
+def empty_like(a, dtype=None, order="K", subok=None, shape=None):
+    return empty(a.shape if shape is None else shape, a.dtype if dtype is None else dtype)
+
+
+def zeros_like(a, dtype=None, order="K", subok=None, shape=None):
+    return zeros(a.shape if shape is None else shape, a.dtype if dtype is None else dtype)
+
+
+def ones_like(a, dtype=None, order="K", subok=None, shape=None):
+    return ones(a.shape if shape is None else shape, a.dtype if dtype is None else dtype)
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=None, shape=None):
+    return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None else dtype)
+
+
+def _upload(host, dtype=None):
+    """A host-to-device copy onto the current device."""
+    host = np.asarray(host, dtype=dtype)
+    if host.dtype.hasobject:
+        raise ValueError("Unsupported dtype object")
+    counters.uploads += 1
+    out = _allocate(host.shape, host.dtype)
+    out._a[...] = host
+    _note("copy", _current_device(), get_current_stream(), "host to device")
+    return out
+
+
+def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, blocking=False):
+    """cupy/_creation/from_data.py and core.pyx's array(): a device array (another
+    device's is copied onto the current one); anything else goes through NumPy."""
+    if isinstance(obj, ndarray):
+        if copy is False and (dtype is None or np.dtype(dtype) == obj.dtype):
+            return obj
+        if dtype is not None and np.dtype(dtype) != obj.dtype:
+            with Device(obj._device):
+                converted = obj.astype(dtype)
+            return converted if obj._device == _current_device() else converted.copy()
+        return obj.copy()
+    if isinstance(obj, (list, tuple)) and any(isinstance(part, ndarray) for part in obj):
+        return stack([asarray(part, dtype) for part in obj]) if obj else _upload(obj, dtype)
+    return _upload(obj, dtype)
+
+
+def asarray(a, dtype=None, order=None, blocking=False):
+    # cupy/_creation/from_data.py: copy=False; a device array stays on its device.
+    return array(a, dtype, copy=False)
+
+
+def ascontiguousarray(a, dtype=None):
+    a = asarray(a, dtype)
+    if a._a.flags.c_contiguous and (dtype is None or np.dtype(dtype) == a.dtype):
+        return a
+    _check_peer_access(a, _current_device())
+    return _result(np.ascontiguousarray(a._a, dtype), "copy")
+
+
+def asnumpy(a, stream=None, order="C", out=None, blocking=True):
+    """cupy/_core/core.pyx's asnumpy: get() of a device array (a synchronisation)."""
+    if isinstance(a, ndarray):
+        return a.get(stream=stream, order=order, out=out)
+    if hasattr(a, "__cuda_array_interface__"):
+        raise TypeError("a foreign device array: not modelled by the stand-in")
+    return np.asarray(a, order=order)
+
+
+def arange(start, stop=None, step=1, dtype=None):
+    return _upload(np.arange(start, stop, step, dtype) if stop is not None else np.arange(start, dtype=dtype))
+
+
+def _device_operands(arrays):
+    device = _current_device()
+    host = []
+    for value in arrays:
+        if not isinstance(value, ndarray):
+            raise TypeError(f"Only cupy arrays can be concatenated (got {type(value)})")
+        _check_peer_access(value, device)
+        host.append(value._a)
+    return host
+
+
+def concatenate(tup, axis=0, out=None, dtype=None, casting="same_kind"):
+    host = _device_operands(tup)
+    if out is not None:
+        _check_peer_access(out, _current_device())
+        _launched("concatenate")
+        np.concatenate(host, axis=axis, out=out._a, dtype=dtype, casting=casting)
+        return out
+    return _result(np.concatenate(host, axis=axis, dtype=dtype, casting=casting), "concatenate")
+
+
+def stack(tup, axis=0, out=None, dtype=None):
+    host = _device_operands(tup)
+    return _result(np.stack(host, axis=axis, dtype=dtype), "stack")
+
+
+def array_equal(a1, a2, equal_nan=False):
+    device = _current_device()
+    return _result(np.array_equal(_host_value(a1, device), _host_value(a2, device), equal_nan=equal_nan),
+                   "array_equal")
+
+
+def get_array_module(*args):
+    return sys.modules[__name__] if any(isinstance(arg, ndarray) for arg in args) else np
+
+
+def from_dlpack(x, *, device=None, copy=None):
+    """cupy/_core/dlpack.pyx, from_dlpack: a CUDA producer's tensor, zero-copy; a CPU
+    producer is refused with TypeError (CuPy 14)."""
+    if not hasattr(x, "__dlpack_device__"):
+        if isinstance(x, _DeviceCapsule):
+            return x.array
+        raise TypeError("the stand-in reads only its own DLPack capsules")
+    device_type, device_id = x.__dlpack_device__()
+    if device is not None:
+        raise NotImplementedError("from_dlpack() does not support device yet.")
+    if device_type == 2:                         # kDLCUDA
+        capsule = x.__dlpack__(stream=get_current_stream().ptr or 1, max_version=(1, 0), copy=copy)
+        if not isinstance(capsule, _DeviceCapsule):
+            raise TypeError("the stand-in reads only its own CUDA DLPack capsules")
+        return capsule.array
+    if device_type == 1:                         # kDLCPU
+        raise TypeError("CPU arrays cannot be directly imported to CuPy. "
+                        "Use `cupy.array(numpy.from_dlpack(input))` instead.")
+    raise TypeError(f"Unsupported array type: {device_type}")
+
+
+_FUNCTIONS = {name: globals()[name] for name in (
+    "concatenate", "stack", "empty_like", "zeros_like", "ones_like", "full_like", "array_equal",
+    "ascontiguousarray")}
+
+
+# -- kernels: RawModule, RawKernel (cupy/_core/raw.pyx, cupy/cuda/function.pyx) --------------------
+
+def cpu_kernel(kernel, dtype):
+    """The kernel's CPU build: a function of (blocks, threads, kernelParams). The one
+    place the stand-in asks the emulated backend for it."""
+    from gpu_tensorarray.backends import emulated
+    return emulated._library().function(kernel, dtype)
+
+
+@functools.cache
+def _instantiations():
+    from gpu_tensorarray.backends import kernel_sources
+    return {kernel_sources.name_expression(kernel, dtype): (kernel, dtype)
+            for kernel, dtype in kernel_sources.instantiations()}
+
+
+def _nvrtc_compile(code, options, name_expressions):
+    """Compile through the real CuPy's NVRTC path (cupy/_core/raw.pyx's RawModule calls
+    cupy._core.core.compile_with_cache so), for the stand-in device's architecture: the
+    source and the name expressions must be what a GPU would accept. Returns the
+    lowered names. Raises as CuPy does where NVRTC is missing."""
+    real = _real_cupy()
+    if not real:
+        raise RuntimeError("CuPy failed to load libnvrtc.so.12 (the stand-in compiles through the real CuPy, "
+                           "which is not installed)")
+    from cupy_backends.cuda.api import runtime as real_runtime  # noqa: F401 (loads CuPy's runtime)
+    compiler, function, core = real["compiler"], real["function"], real["core"]
+
+    class Captured(function.Module):
+        def load(self, image):
+            self.image = image
+
+        def _set_mapping(self, mapping):
+            super()._set_mapping(mapping)
+            self.lowered = dict(mapping)
+
+    saved = compiler._get_arch_for_options_for_nvrtc, function.Module
+    compiler._get_arch_for_options_for_nvrtc = lambda arch=None: (f"-arch=sm_{COMPUTE_CAPABILITY}", "cubin")
+    function.Module = Captured
+    standin = {name: sys.modules[name] for name in real["modules"]}
+    sys.modules.update(real["modules"])      # CuPy's compiler imports cupy as it runs
+    try:
+        module = core.compile_with_cache(code, tuple(options), COMPUTE_CAPABILITY, prepend_cupy_headers=False,
+                                         backend="nvrtc", name_expressions=tuple(name_expressions))
+    finally:
+        sys.modules.update(standin)
+        compiler._get_arch_for_options_for_nvrtc, function.Module = saved
+    return module.lowered
+
+
+_compile_lock = threading.Lock()
+
+
+class RawModule:
+    """cupy/_core/raw.pyx: RawModule(code=, options=, name_expressions=); compile();
+    get_function(name expression) -> RawKernel."""
+
+    def __init__(self, code=None, path=None, options=(), backend="nvrtc", translate_cucomplex=False, *,
+                 enable_cooperative_groups=False, name_expressions=None, jitify=False):
+        self.code, self.options = code, tuple(options)
+        self.name_expressions = tuple(name_expressions or ())
+        self._lowered = None
+
+    def compile(self, log_stream=None):
+        with _compile_lock:
+            if self._lowered is None:
+                self._lowered = _nvrtc_compile(self.code, self.options, self.name_expressions)
+
+    def get_function(self, name):
+        if not isinstance(name, str):
+            raise TypeError(f"Argument 'name' has incorrect type (expected str, got {type(name).__name__})")
+        self.compile()
+        if name not in self._lowered:
+            raise CUDADriverError("CUDA_ERROR_NOT_FOUND: named symbol not found")
+        return RawKernel(name)
+
+
+class RawKernel:
+    """One instantiation; ``kernel(grid, block, args, shared_mem=0)`` launches it on the
+    current stream under cupy/cuda/function.pyx's rules."""
+
+    def __init__(self, name_expression):
+        self.name = name_expression
+        self._kernel, self._dtype = _instantiations()[name_expression]
+        self._cpu = None
+
+    def __call__(self, grid, block, args, *, shared_mem=0, stream=None, enable_cooperative_groups=False):
+        # Function.__call__(tuple grid, tuple block, args, size_t shared_mem=0, ...)
+        for label, value in (("grid", grid), ("block", block)):
+            if not isinstance(value, tuple):
+                raise TypeError(f"Argument '{label}' has incorrect type (expected tuple, got {type(value).__name__})")
+        if shared_mem < 0:
+            raise OverflowError("can't convert negative value to size_t")
+        grid = tuple(max(1, int(extent)) for extent in (grid + (1, 1))[:3])
+        block = tuple(max(1, int(extent)) for extent in (block + (1, 1))[:3])
+        _check_geometry(grid, block, shared_mem)
+        device = _current_device()
+        values = [_kernel_argument(arg, device) for arg in args]
+        self._check_signature(values)
+        if grid[1:] != (1, 1) or block[1:] != (1, 1):
+            raise NotImplementedError("the kernels' CPU build runs one-dimensional launches only")
+        if self._cpu is None:
+            self._cpu = cpu_kernel(self._kernel, self._dtype)
+        counters.launches += 1
+        _note("launch", device, get_current_stream() if stream is None else stream, self.name)
+        params = (ctypes.c_void_p * len(values))(*(value.ctypes.data for value, _ in values))
+        self._cpu(grid[0], block[0], params)
+
+    def _check_signature(self, values):
+        """cuLaunchKernel reads the kernel's own parameter sizes from kernelParams: a
+        wrong count or a wrong-sized value is undefined behaviour on a GPU; here it fails."""
+        from gpu_tensorarray import dtypes
+        from gpu_tensorarray.backends import kernel_sources
+        parameters = kernel_sources.signature(self._kernel).parameters
+        if len(values) != len(parameters):
+            raise CUDADriverError(f"CUDA_ERROR_INVALID_VALUE (stand-in): {self.name} takes {len(parameters)} "
+                                  f"arguments, {len(values)} were passed")
+        type_argument = dtypes.c_type(self._dtype)
+        for position, (parameter, (value, kind)) in enumerate(zip(parameters, values)):
+            if parameter.pointer:
+                wrong = kind != "pointer"
+            else:
+                expected = type_argument if parameter.type == kernel_sources.TEMPLATE_PARAMETER else parameter.type
+                wrong = kind == "pointer" or dtypes.c_type(value.dtype) != expected
+            if wrong:
+                raise CUDADriverError(f"CUDA_ERROR_ILLEGAL_ADDRESS (stand-in): {self.name} argument {position} "
+                                      f"({parameter.name}) is {parameter.c_type(type_argument)}, got "
+                                      f"{'a pointer' if kind == 'pointer' else value.dtype}")
+
+
+def _check_geometry(grid, block, shared_mem):
+    """cuLaunchKernel's limits on an sm_90 device (CUDA_ERROR_INVALID_VALUE past them)."""
+    threads = block[0] * block[1] * block[2]
+    if (threads > 1024 or block[0] > 1024 or block[1] > 1024 or block[2] > 64
+            or grid[0] > 2 ** 31 - 1 or grid[1] > 65535 or grid[2] > 65535 or shared_mem > 48 * 1024):
+        raise CUDADriverError(f"CUDA_ERROR_INVALID_VALUE: invalid argument (grid {grid}, block {block}, "
+                              f"shared memory {shared_mem})")
+
+
+def _kernel_argument(arg, device):
+    """(NumPy array holding the value, "pointer" | "value"): cupy/cuda/function.pyx's
+    _pointer rules: a device array is its data pointer (on another device: no peer
+    access, an illegal address); a NumPy array of size one by value, larger ones are
+    refused; anything else is a scalar as NumPy types it (_scalar.CScalar)."""
+    if arg is None:
+        return np.array([0], np.uintp), "pointer"
+    if isinstance(arg, ndarray):
+        if arg._device != device:
+            raise CUDADriverError(f"CUDA_ERROR_ILLEGAL_ADDRESS (stand-in): an array of device {arg._device} "
+                                  f"passed to a kernel on device {device}")
+        return np.array([arg._a.ctypes.data], np.uintp), "pointer"
+    if isinstance(arg, np.ndarray):
+        if arg.size != 1:
+            raise TypeError(f"You are trying to pass a numpy.ndarray of shape {arg.shape} as a kernel parameter. "
+                            "Only numpy.ndarrays of size one can be passed by value. If you meant to pass a "
+                            "pointer to __global__ memory, you need to pass a cupy.ndarray instead.")
+        return np.ascontiguousarray(arg.reshape(1)), "value"
+    if isinstance(arg, (np.generic, builtins.bool, int, float, complex)):
+        return np.array([arg]), "value"
+    raise TypeError(f"Unsupported type {type(arg)}")
+
+
+# -- cupy.cuda and its modules ----------------------------------------------------------------------
+
+def _real_cupy():
+    """The real CuPy's compiler modules (loaded before the stand-in took its name)."""
+    return _REAL
+
+
+_REAL = {}
+
+
+def _module(name, **attributes):
+    module = types.ModuleType(name)
+    module.__dict__.update(attributes)
+    return module
+
+
+runtime = _module(
+    "cupy.cuda.runtime", CUDARuntimeError=CUDARuntimeError,
+    getDeviceCount=lambda: DEVICE_COUNT, getDevice=_current_device, setDevice=_set_device,
+    memGetInfo=lambda: _pools[_current_device()].free_and_total(),
+    deviceSynchronize=lambda: _synchronize_device(_current_device()), is_hip=False)
+driver = _module("cupy.cuda.driver", CUDADriverError=CUDADriverError)
+memory = _module("cupy.cuda.memory", OutOfMemoryError=OutOfMemoryError, MemoryPool=MemoryPool,
+                 MemoryPointer=MemoryPointer)
+cuda = _module("cupy.cuda", Device=Device, Stream=Stream, Event=Event, runtime=runtime, driver=driver,
+               memory=memory, get_current_stream=get_current_stream, MemoryPool=MemoryPool,
+               is_available=lambda: True)
+
+
+def _cuda_getattr(name):
+    # The real compiler modules, for tests that compile through CuPy's NVRTC path.
+    if name in ("compiler", "function", "nvrtc"):
+        return _REAL[name]
+    raise AttributeError(f"module 'cupy.cuda' has no attribute {name!r} (not modelled by the stand-in)")
+
+
+cuda.__getattr__ = _cuda_getattr
+
+
+def reset():
+    """Counters to zero, both pools' limits off, device 0 and the null stream current."""
+    counters.reset()
+    for pool in _pools:
+        pool.set_limit(size=0)
+    _thread.device = 0
+    _thread.stream = None
+
+
+def real_cupy_sees_a_device():
+    """Whether the installed CuPy (if any) has a usable CUDA device."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # ImportError, CUDARuntimeError (no driver, no device)
+        return False
+
+
+def install():
+    """The stand-in as ``cupy`` for this process, unless the real CuPy sees a GPU.
+    Returns the module now called ``cupy``. The real CuPy's NVRTC modules stay
+    reachable (cupy.cuda.compiler, .function, .nvrtc, and cupy._core), so compile
+    tests and the stand-in's RawModule use the real NVRTC."""
+    if real_cupy_sees_a_device():
+        return sys.modules["cupy"]
+    this = sys.modules[__name__]
+    if sys.modules.get("cupy") is this:
+        return this
+    try:
+        from cupy._core import core
+        from cupy.cuda import compiler, function, nvrtc
+        _REAL.update(core=core, compiler=compiler, function=function, nvrtc=nvrtc)
+    except Exception:  # no CuPy installed: RawModule.compile then fails as without NVRTC
+        pass
+    replaced = {"cupy": this, "cupy.cuda": cuda, "cupy.cuda.runtime": runtime, "cupy.cuda.driver": driver,
+                "cupy.cuda.memory": memory}
+    if _REAL:
+        _REAL["modules"] = {name: sys.modules[name] for name in replaced if name in sys.modules}
+    this.cuda = cuda
+    sys.modules.update(replaced)
+    # The real CuPy leaves cupyx as a lazy module, which would import the stand-in as cupy.
+    for name in [name for name in sys.modules if name == "cupyx" or name.startswith("cupyx.")]:
+        del sys.modules[name]
+    sys.modules["cupyx"] = _module("cupyx")
+    return this
