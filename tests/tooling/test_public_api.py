@@ -18,7 +18,7 @@ METHODS = ["write", "read", "gather", "scatter", "unstack", "split", "concat", "
 PROPERTIES = ["handle", "flow", "dtype", "dynamic_size", "element_shape"]
 FUNCTIONS = [gta.to_numpy, gta.stats, gta.device, gta.get_backend, gta.available_backends, gta.default_backend,
              gta.accumulation, gta.get_accumulation, gta.tensor_array_mode, gta.set_tensor_array_mode,
-             gta.get_tensor_array_mode, tf2.constant, tf2.range, tf2.function]
+             gta.get_tensor_array_mode, gta.check_gradients, tf2.constant, tf2.range, tf2.function]
 
 
 def _annotated(function):
