@@ -3,7 +3,11 @@ scalar function, and check_gradients, which compares them with what GradientTape
 gives. Inputs may be any backend's arrays: the checker asks the input's backend
 for host copies and for arrays of its kind."""
 
+from __future__ import annotations
+
 import collections
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -83,8 +87,9 @@ def _close_recorded(tape):
             raw_ops.TensorArrayCloseV3(op.inputs[0])
 
 
-def check_gradients(fn, inputs, output_gradients=None, delta=None, rtol=None, seed=0,
-                    raise_on_mismatch=True, details=False):
+def check_gradients(fn: Callable[..., Any], inputs: Any, output_gradients: Any = None, delta: float | None = None,
+                    rtol: float | None = None, seed: int = 0, raise_on_mismatch: bool = True,
+                    details: bool = False) -> Any:
     """Compare the tape's gradients of a TensorArray program with central differences.
 
     ``fn(*inputs)`` builds its TensorArrays inside, passes each input as the value of
@@ -132,13 +137,13 @@ def check_gradients(fn, inputs, output_gradients=None, delta=None, rtol=None, se
 
     numeric = numeric_gradients(loss, inputs, delta)
     errors = []
-    worst = None
+    worst = 0
     for position, (a, n) in enumerate(zip(analytic, numeric)):
         scale = max(float(np.abs(a).max(initial=0.0)), float(np.abs(n).max(initial=0.0)))
         diff = np.abs(a - n)
         error = float(diff.max(initial=0.0)) / scale if scale > 0 else 0.0
         errors.append(error)
-        if worst is None or error > errors[worst]:
+        if error > errors[worst]:
             worst = position
     max_error = max(errors, default=0.0)
     if rtol is None:

@@ -2,13 +2,15 @@
 method, and type hints on every public parameter and return (mypy checks their use:
 the mypy step of .ci/run, configured in pyproject.toml)."""
 
+import ast
 import inspect
+from pathlib import Path
 
 import pytest
 
 import gpu_tensorarray as gta
 import gpu_tensorarray.tf2 as tf2
-from gpu_tensorarray import errors
+from gpu_tensorarray import errors, raw_ops
 from gpu_tensorarray.tf2_array import TF2TensorArray
 
 METHODS = ["write", "read", "gather", "scatter", "unstack", "split", "concat", "stack", "close", "size", "grad",
@@ -16,7 +18,7 @@ METHODS = ["write", "read", "gather", "scatter", "unstack", "split", "concat", "
 PROPERTIES = ["handle", "flow", "dtype", "dynamic_size", "element_shape"]
 FUNCTIONS = [gta.to_numpy, gta.stats, gta.device, gta.get_backend, gta.available_backends, gta.default_backend,
              gta.accumulation, gta.get_accumulation, gta.tensor_array_mode, gta.set_tensor_array_mode,
-             gta.get_tensor_array_mode, tf2.constant, tf2.range, tf2.function]
+             gta.get_tensor_array_mode, gta.check_gradients, tf2.constant, tf2.range, tf2.function]
 
 
 def _annotated(function):
@@ -84,3 +86,40 @@ def test_the_errors_are_real_classes_with_tensorflows_codes():
     for name in codes:
         cls = getattr(errors, name)
         assert cls.__module__ == "gpu_tensorarray.errors" and inspect.getdoc(cls)
+
+
+# -- raw_ops: its hints are in raw_ops.pyi (the module itself stays bare) ------------------------------
+
+def _stub_signatures():
+    """name -> [(parameter, default as source text or None)], and the names with hints everywhere."""
+    tree = ast.parse((Path(raw_ops.__file__).with_suffix(".pyi")).read_text())
+    found, typed = {}, set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            arguments = node.args.args
+            defaults = [None] * (len(arguments) - len(node.args.defaults)) + [ast.unparse(d) for d in node.args.defaults]
+            found[node.name] = [(argument.arg, default) for argument, default in zip(arguments, defaults)]
+            if node.returns is not None and all(argument.annotation is not None for argument in arguments):
+                typed.add(node.name)
+    return found, typed
+
+
+def _runtime(function):
+    return [(name, None if p.default is inspect.Parameter.empty else repr(p.default))
+            for name, p in inspect.signature(function).parameters.items()]
+
+
+@pytest.mark.parametrize("name", raw_ops.__all__)
+def test_the_raw_ops_stub_matches_the_functions(name):
+    stubs, typed = _stub_signatures()
+    assert name in typed, f"raw_ops.pyi: {name} lacks hints"
+    normalise = [(parameter, default if default is None else repr(ast.literal_eval(default)))
+                 for parameter, default in stubs[name]]
+    assert normalise == _runtime(getattr(raw_ops, name))
+
+
+@pytest.mark.parametrize("name", raw_ops.__all__)
+def test_the_raw_ops_stub_matches_tensorflow(name):
+    tf = pytest.importorskip("tensorflow")
+    stubs, _ = _stub_signatures()
+    assert [parameter for parameter, _ in stubs[name]] == list(inspect.signature(getattr(tf.raw_ops, name)).parameters)
