@@ -131,7 +131,7 @@ static AddStatus add_rows_in_order(T* __restrict__ dst, long long n_dst, const T
         // A column. A run of one index sums in a register: the same adds in the same
         // order, without a store and a reload between each (the latency of repeated
         // indices, which a hot index makes the whole cost).
-        long long current = indices[0];
+        I current = indices[0];
         T sum = dst[current];
         for (long long k = 0; k < n_rows; ++k) {
             if (indices[k] != current) {
