@@ -24,8 +24,9 @@ def _load():
     try:
         module = importlib.import_module(MODULE)
     except ImportError as error:
-        return None, (f"{MODULE} was not built when gpu_tensorarray was installed (no C++ compiler then?), "
-                      f"so the numpy backend adds with np.add.at: {error}")
+        return None, (f"{MODULE} was not built when gpu_tensorarray was installed (no C++17 compiler then, or "
+                      f"the build failed: pip install -v shows why), so the numpy backend adds with np.add.at: "
+                      f"{error}")
     adds = {name: functools.partial(module.add_rows, position) for position, name in enumerate(module.dtype_names())}
     return adds, module
 
