@@ -3,12 +3,8 @@
 //
 // Every element of dst receives its rows in arrival order, one add_values
 // (kernels/common.cuh) at a time, which is exactly np.add.at's order and
-// arithmetic, so the result is bitwise np.add.at's. Most calls take one plain loop
-// in source order. Wide rows that stream from memory go destination by destination
-// (add_grouped): the same adds in the same order per element, but a destination's
-// line is loaded and stored once for several source rows instead of once for each.
-// The inner loops vectorise without changing any sum (each column is its own
-// sequence).
+// arithmetic, so the result is bitwise np.add.at's. The inner loop vectorises
+// without changing any sum (each column is its own sequence).
 //
 // A CPython extension module rather than a plain library: a call takes its arrays
 // through the buffer protocol, where ctypes needs each array's address from Python,
@@ -18,95 +14,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <atomic>
-#include <cstdlib>
-
 #include "common.cuh"
 
 // What a call answers: the rows were added; or nothing was written, because an index
 // or a flag refused it, or because the rows overlap dst (np.add.at reads rows as they
 // were, which a loop over shared memory would not: the caller must copy them first).
 enum AddStatus { ADDED = 0, REFUSED = 1, OVERLAP = 2 };
-
-// When rows go destination by destination, measured on float32 rows of 1-16 KiB against
-// the loop in source order. While the rows fit in the last-level cache, source order was
-// as fast or faster (one row at a time, straight through); once they stream from memory,
-// grouping saves a destination load and store per repeated destination and keeps
-// several streams in flight: 1.1-1.3x faster. So it takes all three of:
-// - source rows of at least grouping_bytes in all (set_grouping_bytes, which
-//   backends/cpu_kernels.py calls at import with this CPU's last-level cache size;
-//   atomic, since calls read it with the GIL released);
-static std::atomic<long long> grouping_bytes{32LL << 20};
-// - rows of at least this many bytes: below it a hot destination was slower grouped,
-//   where in source order it stays in L1 anyway;
-static const long long GROUPED_ROW_BYTES = 2048;
-// - at most this many destinations per source row, so that planning, which is
-//   O(n_dst + n_rows), stays a small part of the adds.
-static const long long GROUPED_DESTINATIONS_PER_ROW = 16;
-// Source rows summed per pass over a destination row. With the destination's own, that
-// is seven lines in one cache set when the rows lie a power of two apart, which an
-// 8-way L1 holds; eight rows were about 8% slower with a hot destination.
-static const long long ROWS_PER_PASS = 6;
-
-// Adds rows[order[q]] for q in [begin_d, end[d]) to dst[d], for every destination d
-// (begin_d: end[d - 1], 0 for d = 0), a cache line of columns at a time in registers:
-// each element gets its source rows in the order listed, which is source order.
-template <typename T>
-static __forceinline__ void add_grouped(T* __restrict__ dst, long long n_dst, const T* __restrict__ rows,
-                                        const long long* order, const long long* end, long long row_size) {
-    constexpr long long LINE = sizeof(T) < 64 ? 64 / sizeof(T) : 1;
-    long long begin = 0;
-    for (long long d = 0; d < n_dst; ++d) {
-        T* __restrict__ target = dst + d * row_size;
-        for (long long first = begin; first < end[d]; first += ROWS_PER_PASS) {
-            const long long last = first + ROWS_PER_PASS < end[d] ? first + ROWS_PER_PASS : end[d];
-            long long j = 0;
-            for (; j + LINE <= row_size; j += LINE) {
-                T sum[LINE];
-                for (long long i = 0; i < LINE; ++i) sum[i] = target[j + i];
-                for (long long q = first; q < last; ++q) {
-                    const T* __restrict__ row = rows + order[q] * row_size + j;
-                    for (long long i = 0; i < LINE; ++i) sum[i] = add_values(sum[i], row[i]);
-                }
-                for (long long i = 0; i < LINE; ++i) target[j + i] = sum[i];
-            }
-            for (; j < row_size; ++j) {
-                T sum = target[j];
-                for (long long q = first; q < last; ++q) sum = add_values(sum, rows[order[q] * row_size + j]);
-                target[j] = sum;
-            }
-        }
-        begin = end[d];
-    }
-}
-
-// add_grouped's plan, a stable counting sort of the rows by destination; false, and
-// nothing added, when its memory is not there (the caller then adds in source order,
-// which needs none: a scatter-add never fails for want of memory). A function of its
-// own, cloned for AVX2 like add_rows_in_order: inlined there, it slowed that
-// function's index checks by 7% (the code around them compiled differently).
-template <typename T, typename I>
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target_clones("avx2", "default"), noinline))
-#endif
-static bool plan_and_add_grouped(T* dst, long long n_dst, const T* rows, const I* indices, long long n_rows,
-                                 long long row_size) {
-    long long* end = static_cast<long long*>(std::calloc(n_dst, sizeof(long long)));
-    long long* order = static_cast<long long*>(std::malloc(n_rows * sizeof(long long)));
-    const bool planned = end != nullptr && order != nullptr;
-    if (planned) {
-        for (long long k = 0; k < n_rows; ++k) ++end[indices[k]];
-        for (long long d = 0, total = 0; d < n_dst; ++d) {
-            total += end[d];
-            end[d] = total - end[d];    // where destination d's rows begin in order[]...
-        }
-        for (long long k = 0; k < n_rows; ++k) order[end[indices[k]]++] = k;    // ...and, once placed, end
-        add_grouped(dst, n_dst, rows, order, end, row_size);
-    }
-    std::free(order);
-    std::free(end);
-    return planned;
-}
 
 // Refused (nothing written) when an index is outside [0, n_dst), or, with ``flags``,
 // when the flag byte of a destination is not ``required``: storage's "every target
@@ -131,7 +44,7 @@ static AddStatus add_rows_in_order(T* __restrict__ dst, long long n_dst, const T
         // A column. A run of one index sums in a register: the same adds in the same
         // order, without a store and a reload between each (the latency of repeated
         // indices, which a hot index makes the whole cost).
-        long long current = indices[0];
+        I current = indices[0];
         T sum = dst[current];
         for (long long k = 0; k < n_rows; ++k) {
             if (indices[k] != current) {
@@ -142,12 +55,6 @@ static AddStatus add_rows_in_order(T* __restrict__ dst, long long n_dst, const T
             sum = add_values(sum, rows[k]);
         }
         dst[current] = sum;
-        return ADDED;
-    }
-    const long long row_bytes = row_size * (long long)sizeof(T);
-    if (row_bytes >= GROUPED_ROW_BYTES && n_rows > 1 && n_dst <= GROUPED_DESTINATIONS_PER_ROW * n_rows &&
-            n_rows * row_bytes >= grouping_bytes.load(std::memory_order_relaxed) &&
-            plan_and_add_grouped<T, I>(dst, n_dst, rows, indices, n_rows, row_size)) {
         return ADDED;
     }
     for (long long k = 0; k < n_rows; ++k) {
@@ -278,23 +185,10 @@ static PyObject* dtype_names(PyObject*, PyObject*) {
     return names;
 }
 
-// set_grouping_bytes(n) -> the value before: source rows of n bytes or more in all
-// go destination by destination (when their rows are wide enough); 0: always.
-static PyObject* set_grouping_bytes(PyObject*, PyObject* value) {
-    const long long wanted = PyLong_AsLongLong(value);
-    if (wanted == -1 && PyErr_Occurred()) return nullptr;
-    if (wanted < 0) {
-        PyErr_SetString(PyExc_ValueError, "set_grouping_bytes: a number of bytes, 0 or more");
-        return nullptr;
-    }
-    return PyLong_FromLongLong(grouping_bytes.exchange(wanted));
-}
-
 static PyMethodDef METHODS[] = {
     {"add_rows", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(add_rows)), METH_FASTCALL,
      "add_rows(dtype_position, dst, indices, rows[, flags, required]) -> 0 added, 1 refused, 2 overlap"},
     {"dtype_names", dtype_names, METH_NOARGS, "the dtypes of the add_rows positions"},
-    {"set_grouping_bytes", set_grouping_bytes, METH_O, "set_grouping_bytes(n) -> the value before"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -9,48 +9,24 @@ numpy backend adds with np.add.at instead: the same sums, bit for bit, only slow
 import functools
 import importlib
 import os
-from pathlib import Path
 
-from ..errors import UnavailableError
-
-__all__ = ["add_rows_function", "set_grouping_bytes", "last_level_cache_bytes", "status", "reset", "DISABLE_ENV",
-           "MODULE", "ADDED", "REFUSED", "OVERLAP"]
+__all__ = ["add_rows_function", "status", "reset", "DISABLE_ENV", "MODULE", "ADDED", "REFUSED", "OVERLAP"]
 
 DISABLE_ENV = "GPU_TENSORARRAY_CPU_KERNELS"
 MODULE = "gpu_tensorarray._cpu_add_rows"
 ADDED, REFUSED, OVERLAP = 0, 1, 2                 # add_rows' answers (cpu_add_rows.cpp's AddStatus)
 
-_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
-_UNKNOWN_CACHE_BYTES = 32 << 20         # a common size per core complex of current server CPUs
-
-
-def last_level_cache_bytes(caches=_CACHES):
-    """The size of the largest cache of CPU 0 that Linux lists (sysfs), or 32 MiB where it
-    lists none. Not sysconf's: glibc answers a whole AMD socket's L3 there, where a core
-    uses only its own complex's."""
-    sizes = []
-    for entry in caches.glob("index*/size"):
-        try:
-            text = entry.read_text().strip()
-        except OSError:
-            continue
-        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
-        digits = text[:-1] if scale != 1 else text
-        if digits.isdigit():
-            sizes.append(int(digits) * scale)
-    return max(sizes, default=_UNKNOWN_CACHE_BYTES)
-
 
 def _load():
-    """({dtype name: add}, the module) or (None, why not)."""
+    """({dtype name: add}, the module), or (None, why not)."""
     if os.environ.get(DISABLE_ENV, "1").strip() == "0":
         return None, f"{DISABLE_ENV}=0"
     try:
         module = importlib.import_module(MODULE)
     except ImportError as error:
-        return None, (f"{MODULE} was not built when gpu_tensorarray was installed (no C++ compiler then?), "
-                      f"so the numpy backend adds with np.add.at: {error}")
-    module.set_grouping_bytes(last_level_cache_bytes())
+        return None, (f"{MODULE} was not built when gpu_tensorarray was installed (no C++17 compiler then, or "
+                      f"the build failed: pip install -v shows why), so the numpy backend adds with np.add.at: "
+                      f"{error}")
     adds = {name: functools.partial(module.add_rows, position) for position, name in enumerate(module.dtype_names())}
     return adds, module
 
@@ -91,15 +67,3 @@ def add_rows_function(dtype):
     except KeyError:
         add = _by_dtype[dtype] = None if _adds is None else _adds.get(dtype.name)
         return add
-
-
-def set_grouping_bytes(nbytes):
-    """Sets, and returns the value before: the compiled scatter-add adds rows destination by
-    destination (each destination line loaded and stored once for several rows) when the
-    rows it is given take ``nbytes`` or more in all, each at least 2 KiB; below, in source
-    order. Either way the sums are the same, bit for bit. At import: the last-level cache's
-    size, where grouping starts to pay. Raises UnavailableError where there is no compiled
-    scatter-add."""
-    if _adds is None:
-        raise UnavailableError(f"no compiled scatter-add: {_module}")
-    return _module.set_grouping_bytes(nbytes)

@@ -79,9 +79,9 @@ def _library():
     spec = importlib.util.find_spec(LIBRARY)
     if spec is None or not spec.origin:
         raise UnavailableError(f"The emulated backend's kernels ({LIBRARY}) were not built when gpu_tensorarray was "
-                               f"installed: no C++17 compiler was found then. Install one (Debian/Ubuntu: apt-get "
-                               f"install g++; Fedora: dnf install gcc-c++) and reinstall the package; from a "
-                               f"checkout, python setup.py build_ext --inplace")
+                               f"installed (no C++17 compiler then, or the build failed: pip install -v shows why). "
+                               f"Install one (Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++) and "
+                               f"reinstall the package; from a checkout, python setup.py build_ext --inplace")
     try:
         return _EmulatedModule(spec.origin)
     except OSError as error:

@@ -4,7 +4,6 @@ switched off (GPU_TENSORARRAY_CPU_KERNELS=0), and the aggregating scatter's O(1)
 (storage.py) against np.add.at and TensorFlow's errors. Tests that take the ``compiled``
 fixture concern the compiled implementation only; the rest run on whichever is in use."""
 
-import contextlib
 import importlib
 import os
 
@@ -78,49 +77,29 @@ def test_compiled_add_is_bitwise_np_add_at(compiled, dtype, width, count, distri
 @pytest.mark.parametrize("index_dtype", ["int32", "int64"])
 @pytest.mark.parametrize("width,count", [(1, 4096), (64, 300), (515, 41)])
 def test_int32_and_int64_indices_add_alike(compiled, index_dtype, width, count):
-    """TensorFlow's indices are int32: the loop reads them as they are, in each of its paths
-    (a column, rows in source order, wide rows grouped by destination)."""
+    """TensorFlow's indices are int32: the loop reads them as they are (a column, and rows)."""
     indices, start, rows = _inputs("float32", 11, count, width, "hot", seed=count)
     dst = start.copy()
-    with _grouping_from(0):
-        assert compiled(np.dtype("float32"))(dst, indices.astype(index_dtype), rows) == ADDED
+    assert compiled(np.dtype("float32"))(dst, indices.astype(index_dtype), rows) == ADDED
     assert_same(dst, _reference(start, indices, rows))
 
 
-@contextlib.contextmanager
-def _grouping_from(nbytes):
-    before = cpu_kernels.set_grouping_bytes(nbytes)
-    try:
-        yield
-    finally:
-        cpu_kernels.set_grouping_bytes(before)
-
-
-@pytest.fixture(params=["grouped", "in source order"])
-def wide(compiled, request):
-    """The compiled add, taking wide rows (2 KiB or more) destination by destination
-    however few there are, or always in source order (its two loops)."""
-    with _grouping_from(0 if request.param == "grouped" else 2 ** 62):
-        yield compiled
-
-
 @pytest.fixture
-def grouped(compiled):
-    with _grouping_from(0):
-        yield compiled
+def wide(compiled):
+    """The compiled add, given rows of 2 KiB or more (which once took a loop of their own)."""
+    return compiled
 
 
 def _wide(dtype, tail=3):
-    """A row width the compiled add takes destination by destination (rows of 2048 bytes
-    or more), ending in a part line of ``tail`` elements."""
+    """A wide row (2048 bytes or more), ending in a part cache line of ``tail`` elements."""
     return -(-2048 // np.dtype(dtype).itemsize) + tail
 
 
 @pytest.mark.parametrize("dtype", NUMBER_DTYPES)
 @pytest.mark.parametrize("distribution", ["uniform", "hot"])
 def test_wide_rows_are_bitwise_np_add_at(wide, dtype, distribution):
-    """Hot: about 37 rows into one destination (grouped: in passes of six and a
-    remainder); uniform: several destinations with rows interleaved in source order."""
+    """Hot: about 37 rows into one destination; uniform: several destinations with rows
+    interleaved in source order."""
     indices, start, rows = _inputs(dtype, 11, 41, _wide(dtype), distribution, seed=41)
     dst = start.copy()
     with np.errstate(over="ignore"):
@@ -131,8 +110,8 @@ def test_wide_rows_are_bitwise_np_add_at(wide, dtype, distribution):
 @pytest.mark.parametrize("slots,count", [(1, 2), (3, 13), (300, 20), (2000, 20)])
 def test_wide_rows_keep_source_order_per_destination(wide, slots, count):
     """Sums that rounding makes depend on their order: 1e8 + 1 - 1e8 is 0 in float32,
-    1e8 - 1e8 + 1 is 1. Also with more destinations than rows (2000 over 20 rows: never
-    planned) and destinations that get nothing."""
+    1e8 - 1e8 + 1 is 1. Also with more destinations than rows (2000 over 20 rows) and
+    destinations that get nothing."""
     rng = np.random.default_rng(slots + count)
     indices = rng.integers(0, slots, size=count)
     rows = rng.choice(np.array([1e8, 1, -1e8, 3, -2e8, 0.5], np.float32), size=(count, _wide("float32", 5)))
@@ -154,22 +133,6 @@ def test_wide_rows_refused_by_index_or_flag_change_nothing(wide):
     assert (dst == 1).all()
     assert add(dst, np.array([0, 1, 3] * 10), rows, bytearray([9, 9, 1, 9]), 9) == ADDED
     assert_same(dst[:, -1], np.array([11, 11, 1, 11], np.float32))
-
-
-def test_grouping_starts_at_the_last_level_cache_size(compiled, tmp_path):
-    before = cpu_kernels.set_grouping_bytes(0)
-    cpu_kernels.set_grouping_bytes(before)
-    assert before == cpu_kernels.last_level_cache_bytes() > 0
-    for level, size in enumerate(["32K", "512K", "32768K", "junk"]):     # as Linux lists them
-        (tmp_path / f"index{level}").mkdir()
-        (tmp_path / f"index{level}" / "size").write_text(size + "\n")
-    assert cpu_kernels.last_level_cache_bytes(tmp_path) == 32 << 20
-    assert cpu_kernels.last_level_cache_bytes(tmp_path / "none") == 32 << 20     # none listed: a guess
-    (tmp_path / "index4").mkdir()
-    (tmp_path / "index4" / "size").write_text("1G")
-    assert cpu_kernels.last_level_cache_bytes(tmp_path) == 1 << 30
-    with pytest.raises(ValueError):
-        cpu_kernels.set_grouping_bytes(-1)
 
 
 @pytest.mark.parametrize("count", [1, 2, 7, 300])
@@ -257,8 +220,6 @@ def test_without_the_extension_np_add_at_gives_the_same_bits(no_compiler):
     usable, why = cpu_kernels.status()
     assert not usable and cpu_kernels.MODULE in why and "not built" in why
     assert cpu_kernels.add_rows_function(np.dtype("float32")) is None
-    with pytest.raises(errors.UnavailableError):
-        cpu_kernels.set_grouping_bytes(0)
     backend = get_backend("numpy")
     for dtype in ("float16", "float32", "complex128", "int8"):
         indices, start, rows = _inputs(dtype, 9, 400, 64, "hot", seed=1)
@@ -279,16 +240,16 @@ def test_the_environment_turns_the_compiled_add_off(monkeypatch):
         cpu_kernels.reset()
 
 
-@pytest.mark.parametrize("path", ["compiled", "grouped", "no_compiler"])
+@pytest.mark.parametrize("path", ["compiled", "wide", "no_compiler"])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "int32", "uint8"])
 def test_grad_scatter_aggregates_like_np_add_at(path, dtype, request):
     """Every slot valued (the O(1) check), then some unwritten (the flag gather), then a
-    forward array's soft slots, each compared with np.add.at from the same start; "grouped":
-    wide rows, added destination by destination."""
+    forward array's soft slots, each compared with np.add.at from the same start; "wide":
+    rows of 2 KiB or more."""
     request.getfixturevalue(path)
     with device("cpu"):
         rng = np.random.default_rng(7)
-        slots, width = 10, (_wide(dtype) if path == "grouped" else 16)
+        slots, width = 10, (_wide(dtype) if path == "wide" else 16)
         for covered in (slots, 6):
             forward, _ = new(slots, dtype, element_shape=[width])
             for index in range(0, slots, 2):            # half the slots become soft in the gradient
