@@ -16,6 +16,7 @@ from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, Write, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
 from .crossing import as_dtype, cuda_scope, host_value, to_backend, torch_dtype
+from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
 
@@ -41,7 +42,6 @@ class TensorArray:
 
     def __new__(cls, *args, mode=None, **kwargs):
         if cls is TensorArray and modes.resolve(mode) == "tf2":     # as the library class: mode, else the default
-            from .tf2 import TF2TensorArray
             array = _new(TF2TensorArray)         # not a subclass: Python will not call its __init__
             array.__init__(*args, **kwargs)
             return array
@@ -232,6 +232,7 @@ class TensorArray:
 
 
 register_wrapper(TensorArray._wrap)
+register_storage_class(TensorArray)
 
 
 def _host_array(value, backend, handle):
