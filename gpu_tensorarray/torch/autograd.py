@@ -249,7 +249,8 @@ def _value_grads(gradient, writes, same_device):
     else:
         if len(shapes) == 1 and len(writes) > 1:
             if all(write.kind == WRITE for write in writes):
-                rows = gradient.gather([write.where for write in writes])
+                # an int64 vector: the form the compiled gather takes
+                rows = gradient.gather(np.fromiter([write.where for write in writes], np.int64, len(writes)))
                 if same_device:
                     return rows.unbind(0)
             else:

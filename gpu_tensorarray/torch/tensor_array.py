@@ -51,12 +51,15 @@ class TensorArray:
                  handle=None, flow=None, infer_shape=True, element_shape=None,
                  colocate_with_first_write_call=True, name=None, device=None, mode=None):
         library_flow = None if flow is None else 0.0     # the library's flow orders nothing here: ours does
+        arguments = (as_dtype(dtype), size, dynamic_size, clear_after_read, tensor_array_name, handle, library_flow,
+                     infer_shape, element_shape, colocate_with_first_write_call, name)
         backend = _get_backend(None if device is None else str(device))
-        with _device(backend), cuda_scope(backend):   # a CUDA array is allocated on torch's stream
-            self._ta = _LibraryTensorArray(
-                as_dtype(dtype), size, dynamic_size, clear_after_read, tensor_array_name, handle, library_flow,
-                infer_shape, element_shape, colocate_with_first_write_call, name, mode="tf1")
-        self._backend = registry.lookup(self._ta.handle).backend
+        if backend.name == "cupy" or device is not None:
+            with _device(backend), cuda_scope(backend):   # a CUDA array is allocated on torch's stream
+                self._ta = _LibraryTensorArray(*arguments, mode="tf1")
+        else:                                             # the active device's host backend
+            self._ta = _LibraryTensorArray(*arguments, mode="tf1")
+        self._backend = self._ta.handle.array.backend
         self._host = self._backend.name != "cupy"       # values are NumPy arrays: torch shares them
         self._state = ArrayState(self._ta.handle, "", self._ta.flow,
                                  flow if isinstance(flow, torch.Tensor) else ZERO_FLOW)
