@@ -9,11 +9,12 @@
     loss.backward()                      # h.grad, through TensorArrayGradV3 arrays
 
 ``TensorArray`` has the class API of ``gpu_tensorarray.TensorArray`` (TF1 V3 rules:
-write returns a new TensorArray sharing the handle); values go in and come out as
-torch tensors, on the array's device. Outputs of read/gather/stack/concat are
-tracked by autograd; values given to write/scatter/unstack/split receive gradients,
-computed by TensorFlow's gradient functions (gpu_tensorarray.gradients) through
-gradient arrays of a source unique to each backward pass.
+write returns a new TensorArray sharing the handle; ``mode="tf2"``: a list's rules);
+values go in and come out as torch tensors, on the array's device. Outputs of
+read/gather/stack/concat are tracked by autograd; values given to write/scatter/
+unstack/split receive gradients, computed by TensorFlow's gradient rules through
+gradient arrays of a source unique to each backward pass, at any order
+(create_graph=True). docs/torch.md is the guide.
 
 Needs PyTorch (``pip install "gpu_tensorarray[torch]"``; README, "PyTorch autograd");
 ``import gpu_tensorarray`` never imports torch, only this module does.

@@ -325,9 +325,10 @@ read_node = _applier(_Reader)
 
 
 def materialize(state, ta, backend):
-    """The state's flow after its pending writes: one node for all of them."""
+    """The state's flow after its pending writes: one node for all of them (none under
+    no_grad, which would make a node that records nothing: they stay pending)."""
     pending = state.pending
-    if pending:
+    if pending and torch.is_grad_enabled():
         state.pending = []
         state.flow = _write_run(state.flow, state, ta, backend, pending, *[write.value for write in pending])
     return state.flow
