@@ -21,6 +21,7 @@ from .tf2 import TF2TensorArray, register_storage_class
 __all__ = ["TensorArray"]
 
 _new = object.__new__
+_raw_read = raw_ops.TensorArrayReadV3
 _is_grad_enabled = torch.is_grad_enabled
 
 
@@ -139,8 +140,10 @@ class TensorArray:
     def read(self, index, name=None):
         state = self._state
         if self._host and not state.pending and not (state.flow.requires_grad and _is_grad_enabled()):
-            # The common untracked read on the CPU, in as few calls as it takes.
-            value = self._ta.read(index if type(index) is int else host_value(index))
+            # The common untracked read on the CPU, in as few calls as it takes (the
+            # library class's read is this raw op).
+            ta = self._ta
+            value = _raw_read(ta.handle, index if type(index) is int else host_value(index), ta.flow, ta.dtype)
             if type(value) is not np.ndarray or not value.flags.writeable:
                 value = np.array(value)          # a view of storage: torch has no read-only tensors
             return torch.from_numpy(value)
@@ -175,7 +178,13 @@ class TensorArray:
             index = host_value(index)
         ta = self._ta
         if self._host:
-            array = _host_array(value, self._backend, ta.handle)
+            if type(value) is torch.Tensor:
+                try:
+                    array = value.detach().numpy()      # _host_array's common case, inline
+                except (RuntimeError, TypeError):
+                    array = _host_array(value, self._backend, ta.handle)
+            else:
+                array = _host_array(value, self._backend, ta.handle)
             known = ta._shape_cell[0]
             if type(array) is np.ndarray and known is not None and None not in known:
                 # The library class's write, less what a known shape leaves it to do:
