@@ -13,7 +13,7 @@ from .. import get_backend as _get_backend
 from .. import modes, raw_ops
 from ..registry import registry
 from ..tensor_array import TensorArray as _LibraryTensorArray
-from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, Write, check_current,
+from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
 from .crossing import as_dtype, cuda_scope, host_value, to_backend, torch_dtype
 from .tf2 import TF2TensorArray, register_storage_class
@@ -166,7 +166,9 @@ class TensorArray:
         state = self._state
         if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
             state.count += 1
-            state.pending.append(Write(kind, where, value))
+            state.pending.append(value)
+            state.kinds.append(kind)
+            state.wheres.append(where)
             if not state.internal:
                 written_by, count = state.written_by, state.count
                 for slot in slots:
@@ -200,7 +202,9 @@ class TensorArray:
             if type(index) is not int:
                 index = int(index)                   # the op took it: a scalar integer
             count = state.count = state.count + 1
-            state.pending.append(Write(WRITE, index, value))
+            state.pending.append(value)
+            state.kinds.append(WRITE)
+            state.wheres.append(index)
             if not state.internal:
                 state.written_by[index] = count
         result = _new(TensorArray)
