@@ -64,12 +64,17 @@ def ops_per_step(steps):
     return 2 * steps + 2
 
 
-def torch_step(model, x, use_tensorarray):
+def torch_step(model, x, use_tensorarray, split):
+    """One training step; it adds its forward's and backward's seconds to ``split``."""
     forward = model if use_tensorarray else model.forward_list
 
     def step():
         model.zero_grad(set_to_none=True)
-        loss_of(forward(x)).backward()
+        start = time.perf_counter()
+        loss = loss_of(forward(x))
+        middle = time.perf_counter()
+        loss.backward()
+        split.append((middle - start, time.perf_counter() - middle))
     return step
 
 
@@ -131,7 +136,9 @@ def measure(steps, repeats, peers=("list", "ours", "tensorflow", "jax")):
     torch.manual_seed(0)
     model = Elman()
     x = torch.randn(steps, BATCH, FEATURES, generator=torch.Generator().manual_seed(0))
-    makers = {"list": lambda: torch_step(model, x, False), "ours": lambda: torch_step(model, x, True),
+    splits = {"list": [], "ours": []}
+    makers = {"list": lambda: torch_step(model, x, False, splits["list"]),
+              "ours": lambda: torch_step(model, x, True, splits["ours"]),
               "tensorflow": lambda: tensorflow_step(model, x), "jax": lambda: jax_step(model, x)}
     runs = {name: makers[name]() for name in peers}
     runs = {name: run for name, run in runs.items() if run is not None}
@@ -145,10 +152,15 @@ def measure(steps, repeats, peers=("list", "ours", "tensorflow", "jax")):
             run()
             times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(t) for name, t in times.items()}
+    ops = ops_per_step(steps)
+    forward = {name: statistics.median(pair[0] for pair in splits[name][-repeats:]) for name in splits}
+    backward = {name: statistics.median(pair[1] for pair in splits[name][-repeats:]) for name in splits}
     row = {"T": steps, "seconds": medians,
            "ratio_to_list": {name: medians[name] / medians["list"] for name in medians},
-           "tensorarray_ops_per_step": ops_per_step(steps),
-           "us_per_tensorarray_op": (medians["ours"] - medians["list"]) / ops_per_step(steps) * 1e6}
+           "tensorarray_ops_per_step": ops,
+           "us_per_tensorarray_op": (medians["ours"] - medians["list"]) / ops * 1e6,
+           "us_per_tensorarray_op_forward": (forward["ours"] - forward["list"]) / ops * 1e6,
+           "us_per_tensorarray_op_backward": (backward["ours"] - backward["list"]) / ops * 1e6}
     return row
 
 
@@ -168,7 +180,9 @@ def main(argv=None):
             rows.append(row)
             cells = "  ".join(f"{name} {row['seconds'][name] * 1e3:.3f} ms ({row['ratio_to_list'][name]:.2f}x)"
                               for name in row["seconds"])
-            print(f"Elman T={steps}: {cells}  |  {row['us_per_tensorarray_op']:.2f} us per TensorArray op")
+            print(f"Elman T={steps}: {cells}  |  per TensorArray op: {row['us_per_tensorarray_op']:.2f} us "
+                  f"(forward {row['us_per_tensorarray_op_forward']:.2f}, backward "
+                  f"{row['us_per_tensorarray_op_backward']:.2f})")
     if args.json:
         report = {"benchmark": "torch_elman", "hidden": HIDDEN, "batch": BATCH, "features": FEATURES,
                   "torch_threads": 1, "torch": torch.__version__, "python": platform.python_version(),

@@ -129,23 +129,21 @@ def max_relative_difference(seed=0, backend="numpy", steps=None):
     return max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(ours, reference))
 
 
-def time_step(model, x, target, use_tensorarray, repeats=20):
-    """Best of ``repeats``: seconds for one forward+backward."""
+def time_step(model, x, target, use_tensorarray):
+    """Seconds for one forward+backward."""
     forward = model if use_tensorarray else model.forward_list
-    best = float("inf")
-    for _ in range(repeats + 1):                   # the first call warms up
-        start = time.perf_counter()
-        model.zero_grad()
-        loss_of(*forward(x), target).backward()
-        if x.is_cuda:
-            torch.cuda.synchronize(x.device)
-        best = min(best, time.perf_counter() - start)
-    return best
+    start = time.perf_counter()
+    model.zero_grad()
+    loss_of(*forward(x), target).backward()
+    if x.is_cuda:
+        torch.cuda.synchronize(x.device)
+    return time.perf_counter() - start
 
 
 def time_both(backend="numpy", steps=20, batch=16, repeats=20, threads=1):
-    """(ours, list+stack): forward+backward seconds per training step, same model and batch,
-    with ``threads`` torch threads (one suits these small tensors and a shared machine)."""
+    """(ours, list+stack): the best forward+backward seconds per training step of ``repeats``,
+    the two timed alternately, same model and batch, with ``threads`` torch threads (one suits
+    these small tensors and a shared machine)."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
@@ -160,9 +158,14 @@ def _time_both(backend, steps, batch, repeats):
     model = RunningMeanModel().to(device)
     generator = torch.Generator().manual_seed(0)
     x, target = (v.to(device) for v in make_batch(generator, batch=batch, min_steps=steps, max_steps=steps))
+    ours, reference = [], []
     with gta.device(backend):
-        ours = time_step(model, x, target, True, repeats)
-    return ours, time_step(model, x, target, False, repeats)
+        for round_ in range(repeats + 1):          # alternately, so a slow moment hits both; round 0 warms up
+            mine, theirs = time_step(model, x, target, True), time_step(model, x, target, False)
+            if round_:
+                ours.append(mine)
+                reference.append(theirs)
+    return min(ours), min(reference)
 
 
 def main(argv=None):

@@ -36,13 +36,13 @@ from .. import raw_ops
 from ..errors import InvalidArgumentError
 from .crossing import cuda_scope, to_torch
 
-__all__ = ["ArrayState", "Write", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
+__all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
            "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
 
 #: The flow of an array no tracked write has reached: shared, never written to.
 ZERO_FLOW = torch.zeros((), dtype=torch.float32)
 
-WRITE, SCATTER, SPLIT = 0, 1, 2          # Write.kind
+WRITE, SCATTER, SPLIT = 0, 1, 2          # a tracked write's kind
 READ, GATHER, CONCAT = 0, 1, 2           # a read's kind (stack is a gather of every slot)
 
 _wrap = None                             # (library TensorArray, ArrayState) -> torch TensorArray
@@ -63,26 +63,20 @@ class ArrayState:
     source S is TensorArrayGradV3(root, ..., path + S). ``internal``: a gradient array the
     rules use (no superseded-read check: its writes accumulate by design)."""
 
-    __slots__ = ("array", "flow", "pending", "count", "written_by", "internal")
+    __slots__ = ("array", "flow", "pending", "kinds", "wheres", "count", "written_by", "internal")
 
     def __init__(self, root, path, library_flow, flow, internal=False):
         # What the nodes keep (never the state: its flow holds the nodes, a cycle gc cannot see).
         self.array = (root, path, library_flow)
         self.flow = flow
         self.internal = internal
-        self.pending = []          # tracked writes not yet in a node
+        # The tracked writes not yet in a node, as three parallel lists (no object per
+        # write: thousands of them, kept until a read, would wake the cyclic collector).
+        self.pending = []          # their values
+        self.kinds = []            # WRITE, SCATTER or SPLIT
+        self.wheres = []           # index, indices (an int64 vector) or lengths
         self.count = 0             # tracked writes so far
         self.written_by = {}       # slot -> ``count`` just after the tracked write that wrote it
-
-
-class Write:
-    """One tracked write: ``kind`` WRITE (``where``: index), SCATTER (indices, an int64
-    vector) or SPLIT (lengths); ``value`` the tensor written."""
-
-    __slots__ = ("kind", "where", "value")
-
-    def __init__(self, kind, where, value):
-        self.kind, self.where, self.value = kind, where, value
 
 
 def check_current(ta, state, n, slots, method):
@@ -198,7 +192,7 @@ class _WriteRun(Function):
     @staticmethod
     @_failing
     def backward(ctx, flow_grad):
-        writes = ctx.writes
+        writes = list(zip(*ctx.writes))          # (kind, where, value) per write
         none = (flow_grad, None, None, None, None)
         gradient = _grad_array(ctx, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
         if gradient is None:                 # nothing read this array in this pass: zeros
@@ -241,38 +235,38 @@ def _value_grads(gradient, writes, same_device):
     (write_grad: read; scatter_grad: gather; split_grad: concat of the whole array), one
     gather for a run of writes and scatters of one element shape."""
     shapes = set()
-    for write in writes:
-        shape = write.value.shape
-        if write.kind == SPLIT or (write.kind == SCATTER and shape[0] == 0):
+    for kind, _, value in writes:
+        shape = value.shape
+        if kind == SPLIT or (kind == SCATTER and shape[0] == 0):
             break
-        shapes.add(shape if write.kind == WRITE else shape[1:])
+        shapes.add(shape if kind == WRITE else shape[1:])
     else:
         if len(shapes) == 1 and len(writes) > 1:
-            if all(write.kind == WRITE for write in writes):
-                rows = gradient.gather([write.where for write in writes])
+            if all(kind == WRITE for kind, _, _ in writes):
+                # an int64 vector: the form the compiled gather takes
+                rows = gradient.gather(np.fromiter([where for _, where, _ in writes], np.int64, len(writes)))
                 if same_device:
                     return rows.unbind(0)
             else:
-                rows = gradient.gather(np.concatenate([np.atleast_1d(w.where) for w in writes]))
+                rows = gradient.gather(np.concatenate([np.atleast_1d(where) for _, where, _ in writes]))
             grads, start = [], 0
-            for write in writes:
-                if write.kind == WRITE:
-                    grads.append(_on(rows[start], write.value))
+            for kind, _, value in writes:
+                if kind == WRITE:
+                    grads.append(_on(rows[start], value))
                     start += 1
                 else:
-                    count = write.value.shape[0]
-                    grads.append(_on(rows[start:start + count], write.value))
+                    count = value.shape[0]
+                    grads.append(_on(rows[start:start + count], value))
                     start += count
             return tuple(grads)
     grads = []
-    for write in writes:
-        value = write.value
-        if write.kind == WRITE:
-            grads.append(_on(gradient.read(write.where), value))
-        elif value.shape[0] == 0 or (write.kind == SPLIT and len(write.where) == 0):
+    for kind, where, value in writes:
+        if kind == WRITE:
+            grads.append(_on(gradient.read(where), value))
+        elif value.shape[0] == 0 or (kind == SPLIT and len(where) == 0):
             grads.append(torch.zeros_like(value))   # nothing written: asking the array for nothing may fail
-        elif write.kind == SCATTER:
-            grads.append(_on(gradient.gather(write.where), value))
+        elif kind == SCATTER:
+            grads.append(_on(gradient.gather(where), value))
         else:
             grads.append(_on(gradient.concat(), value))
     return tuple(grads)
@@ -290,14 +284,14 @@ def _accumulated_grads(gradient, writes, rows):
         return value
 
     grads = []
-    for write in writes:
-        if write.kind == WRITE:
-            grad = row(write.where)
-        elif write.kind == SCATTER:
-            grad = torch.stack([row(slot) for slot in write.where.tolist()]) if len(write.where) else None
+    for kind, where, value in writes:
+        if kind == WRITE:
+            grad = row(where)
+        elif kind == SCATTER:
+            grad = torch.stack([row(slot) for slot in where.tolist()]) if len(where) else None
         else:
-            grad = torch.cat([row(slot) for slot in range(len(write.where))]) if len(write.where) else None
-        grads.append(torch.zeros_like(write.value) if grad is None else _on(grad, write.value))
+            grad = torch.cat([row(slot) for slot in range(len(where))]) if len(where) else None
+        grads.append(torch.zeros_like(value) if grad is None else _on(grad, value))
     return tuple(grads)
 
 
@@ -324,11 +318,13 @@ read_node = _applier(_Reader)
 
 
 def materialize(state, ta, backend):
-    """The state's flow after its pending writes: one node for all of them."""
+    """The state's flow after its pending writes: one node for all of them (none under
+    no_grad, which would make a node that records nothing: they stay pending)."""
     pending = state.pending
-    if pending:
-        state.pending = []
-        state.flow = _write_run(state.flow, state, ta, backend, pending, *[write.value for write in pending])
+    if pending and torch.is_grad_enabled():
+        writes = (state.kinds, state.wheres, pending)
+        state.pending, state.kinds, state.wheres = [], [], []
+        state.flow = _write_run(state.flow, state, ta, backend, writes, *pending)
     return state.flow
 
 

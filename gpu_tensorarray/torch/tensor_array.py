@@ -13,13 +13,15 @@ from .. import get_backend as _get_backend
 from .. import modes, raw_ops
 from ..registry import registry
 from ..tensor_array import TensorArray as _LibraryTensorArray
-from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, Write, check_current,
+from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
 from .crossing import as_dtype, cuda_scope, host_value, to_backend, torch_dtype
+from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
 
 _new = object.__new__
+_raw_read = raw_ops.TensorArrayReadV3
 _is_grad_enabled = torch.is_grad_enabled
 
 
@@ -41,7 +43,6 @@ class TensorArray:
 
     def __new__(cls, *args, mode=None, **kwargs):
         if cls is TensorArray and modes.resolve(mode) == "tf2":     # as the library class: mode, else the default
-            from .tf2 import TF2TensorArray
             array = _new(TF2TensorArray)         # not a subclass: Python will not call its __init__
             array.__init__(*args, **kwargs)
             return array
@@ -51,12 +52,15 @@ class TensorArray:
                  handle=None, flow=None, infer_shape=True, element_shape=None,
                  colocate_with_first_write_call=True, name=None, device=None, mode=None):
         library_flow = None if flow is None else 0.0     # the library's flow orders nothing here: ours does
+        arguments = (as_dtype(dtype), size, dynamic_size, clear_after_read, tensor_array_name, handle, library_flow,
+                     infer_shape, element_shape, colocate_with_first_write_call, name)
         backend = _get_backend(None if device is None else str(device))
-        with _device(backend), cuda_scope(backend):   # a CUDA array is allocated on torch's stream
-            self._ta = _LibraryTensorArray(
-                as_dtype(dtype), size, dynamic_size, clear_after_read, tensor_array_name, handle, library_flow,
-                infer_shape, element_shape, colocate_with_first_write_call, name, mode="tf1")
-        self._backend = registry.lookup(self._ta.handle).backend
+        if backend.name == "cupy" or device is not None:
+            with _device(backend), cuda_scope(backend):   # a CUDA array is allocated on torch's stream
+                self._ta = _LibraryTensorArray(*arguments, mode="tf1")
+        else:                                             # the active device's host backend
+            self._ta = _LibraryTensorArray(*arguments, mode="tf1")
+        self._backend = self._ta.handle.array.backend
         self._host = self._backend.name != "cupy"       # values are NumPy arrays: torch shares them
         self._state = ArrayState(self._ta.handle, "", self._ta.flow,
                                  flow if isinstance(flow, torch.Tensor) else ZERO_FLOW)
@@ -136,8 +140,10 @@ class TensorArray:
     def read(self, index, name=None):
         state = self._state
         if self._host and not state.pending and not (state.flow.requires_grad and _is_grad_enabled()):
-            # The common untracked read on the CPU, in as few calls as it takes.
-            value = self._ta.read(index if type(index) is int else host_value(index))
+            # The common untracked read on the CPU, in as few calls as it takes (the
+            # library class's read is this raw op).
+            ta = self._ta
+            value = _raw_read(ta.handle, index if type(index) is int else host_value(index), ta.flow, ta.dtype)
             if type(value) is not np.ndarray or not value.flags.writeable:
                 value = np.array(value)          # a view of storage: torch has no read-only tensors
             return torch.from_numpy(value)
@@ -160,7 +166,9 @@ class TensorArray:
         state = self._state
         if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
             state.count += 1
-            state.pending.append(Write(kind, where, value))
+            state.pending.append(value)
+            state.kinds.append(kind)
+            state.wheres.append(where)
             if not state.internal:
                 written_by, count = state.written_by, state.count
                 for slot in slots:
@@ -172,7 +180,13 @@ class TensorArray:
             index = host_value(index)
         ta = self._ta
         if self._host:
-            array = _host_array(value, self._backend, ta.handle)
+            if type(value) is torch.Tensor:
+                try:
+                    array = value.detach().numpy()      # _host_array's common case, inline
+                except (RuntimeError, TypeError):
+                    array = _host_array(value, self._backend, ta.handle)
+            else:
+                array = _host_array(value, self._backend, ta.handle)
             known = ta._shape_cell[0]
             if type(array) is np.ndarray and known is not None and None not in known:
                 # The library class's write, less what a known shape leaves it to do:
@@ -188,7 +202,9 @@ class TensorArray:
             if type(index) is not int:
                 index = int(index)                   # the op took it: a scalar integer
             count = state.count = state.count + 1
-            state.pending.append(Write(WRITE, index, value))
+            state.pending.append(value)
+            state.kinds.append(WRITE)
+            state.wheres.append(index)
             if not state.internal:
                 state.written_by[index] = count
         result = _new(TensorArray)
@@ -232,6 +248,7 @@ class TensorArray:
 
 
 register_wrapper(TensorArray._wrap)
+register_storage_class(TensorArray)
 
 
 def _host_array(value, backend, handle):

@@ -25,9 +25,14 @@ from ..registry import registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
 from .crossing import host_value
 
-__all__ = ["TF2TensorArray"]
+__all__ = ["TF2TensorArray", "register_storage_class"]
 
 _new = object.__new__
+_storage_class = []            # the V3 torch TensorArray (tensor_array.py registers it)
+
+
+def register_storage_class(cls):
+    _storage_class[:] = [cls]
 
 
 class _Contents:
@@ -53,7 +58,6 @@ class TF2TensorArray:
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None,
                  colocate_with_first_write_call=True, name=None, device=None, mode=None):
-        from .tensor_array import TensorArray          # the V3 class this one stores its values in
         if handle is not None or flow is not None:
             raise UnimplementedError("A TensorArray in mode 'tf2' cannot wrap an existing handle or flow: "
                                      "create it with size=..., or use mode='tf1' to wrap a V3 handle")
@@ -64,7 +68,7 @@ class TF2TensorArray:
             raise InvalidArgumentError(f"TensorArray size must be >= 0, got {size}")
 
         def make_storage(length):
-            return TensorArray(dtype, size=length, dynamic_size=True, clear_after_read=False, infer_shape=False,
+            return _storage_class[0](dtype, size=length, dynamic_size=True, clear_after_read=False, infer_shape=False,
                                tensor_array_name="TensorArrayV2", device=device, mode="tf1")
 
         self._dynamic_size = bool(dynamic_size)

@@ -409,6 +409,16 @@ def test_a_read_through_a_superseded_array_raises(backend):
         assert torch.equal(ta.stack(), torch.stack([x * 2, x * 3]).detach())
 
 
+def test_a_flow_asked_for_under_no_grad_loses_no_write(backend):
+    x = leaves((3,))[0]
+    ta = TensorArray(F64, size=2, clear_after_read=False).write(0, x * 2).write(1, x * 3)
+    with torch.no_grad():
+        ta.flow
+        assert not ta.read(0).requires_grad
+    ta.stack().sum().backward()
+    assert x.grad.tolist() == [5.0] * 3
+
+
 def test_reads_of_slots_written_before_stay_allowed(backend):
     x = leaves((3,))[0]
     first = TensorArray(F64, size=3, clear_after_read=False).write(0, x * 2)
