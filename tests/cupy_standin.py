@@ -371,10 +371,10 @@ class Flags:
 
     __slots__ = ("c_contiguous", "f_contiguous", "owndata")
 
-    def __init__(self, array):
+    def __init__(self, array, owndata):
         self.c_contiguous = array.flags.c_contiguous
         self.f_contiguous = array.flags.f_contiguous
-        self.owndata = array.base is None
+        self.owndata = owndata
 
     def __getitem__(self, name):
         return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
@@ -425,22 +425,23 @@ def _sync(what):
 class ndarray:
     """cupy/_core/core.pyx's ndarray over NumPy memory on one device."""
 
-    __slots__ = ("_a", "_device", "__weakref__")
+    __slots__ = ("_a", "_device", "_base", "__weakref__")
     __array_priority__ = 100
     __hash__ = None
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
         made = _allocate(shape if isinstance(shape, tuple) else (shape,), dtype)
-        self._a, self._device = made._a, made._device
+        self._a, self._device, self._base = made._a, made._device, None
 
     @classmethod
-    def _wrap(cls, data, device):
+    def _wrap(cls, data, device, base=None):
         array = object.__new__(cls)
-        array._a, array._device = data, device
+        array._a, array._device, array._base = data, device, base
         return array
 
     def _view(self, data):
-        return ndarray._wrap(data, self._device)
+        # core.pyx: a view's base is the array owning the memory.
+        return ndarray._wrap(data, self._device, self if self._base is None else self._base)
 
     # -- attributes ----------------------------------------------------------------------------
     shape = property(lambda self: self._a.shape)
@@ -450,14 +451,14 @@ class ndarray:
     nbytes = property(lambda self: self._a.nbytes)
     itemsize = property(lambda self: self._a.itemsize)
     strides = property(lambda self: self._a.strides)
-    flags = property(lambda self: Flags(self._a))
+    flags = property(lambda self: Flags(self._a, self._base is None))
     device = property(lambda self: Device(self._device))
     data = property(lambda self: MemoryPointer(self._a.ctypes.data, self._device))
     T = property(lambda self: self._view(self._a.T))
 
     @property
     def base(self):
-        return None if self._a.base is None else self
+        return self._base
 
     @property
     def __cuda_array_interface__(self):
