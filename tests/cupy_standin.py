@@ -395,6 +395,11 @@ def _host_value(value, device):
     raise TypeError(f"Unsupported type {type(value)}")
 
 
+def _memset(contiguous):
+    """Every byte zero, as cudaMemsetAsync writes them."""
+    contiguous.reshape(-1).view(np.uint8)[...] = 0
+
+
 def _check_peer_access(array, device):
     """cupy/_core/_kernel.pyx, _check_peer_access, on a machine without peer access."""
     if array._device != device:
@@ -593,7 +598,7 @@ class ndarray:
             raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         _launched("fill")
         if value == 0 and self._a.flags.c_contiguous:
-            self._a.view(np.uint8)[...] = 0
+            _memset(self._a)
         else:
             self._a[...] = value
 
@@ -749,7 +754,7 @@ def zeros(shape, dtype=float, order="C"):
     # cupy/_creation/basic.py, zeros: a memset of a fresh allocation.
     out = empty(shape, dtype)
     _launched("memset")
-    out._a.view(np.uint8)[...] = 0
+    _memset(out._a)
     return out
 
 
@@ -889,6 +894,25 @@ def from_dlpack(x, *, device=None, copy=None):
         raise TypeError("CPU arrays cannot be directly imported to CuPy. "
                         "Use `cupy.array(numpy.from_dlpack(input))` instead.")
     raise TypeError(f"Unsupported array type: {device_type}")
+
+
+def _ufunc(ufunc):
+    """cupy's ufunc of the same name (cupy/_core/_kernel.pyx): device arrays and scalars only."""
+    def call(*args, **kwargs):
+        if not any(isinstance(arg, ndarray) for arg in args):
+            args = tuple(_upload(arg) if isinstance(arg, (list, tuple, np.ndarray)) and np.ndim(arg) else arg
+                         for arg in args)
+            if not any(isinstance(arg, ndarray) for arg in args):
+                return _result(ufunc(*args, **kwargs), ufunc.__name__)
+        return ufunc(*args, **kwargs)       # through ndarray.__array_ufunc__
+    call.__name__ = ufunc.__name__
+    return call
+
+
+for _name in ("add", "subtract", "multiply", "divide", "true_divide", "negative", "absolute", "abs", "square",
+              "sqrt", "exp", "log", "tanh", "sin", "cos", "maximum", "minimum", "matmul", "equal", "not_equal",
+              "less", "greater", "isnan", "isfinite", "signbit", "logical_and", "logical_or", "logical_not"):
+    globals()[_name] = _ufunc(getattr(np, _name))
 
 
 _FUNCTIONS = {name: globals()[name] for name in (
