@@ -371,10 +371,10 @@ class Flags:
 
     __slots__ = ("c_contiguous", "f_contiguous", "owndata")
 
-    def __init__(self, array):
+    def __init__(self, array, owndata):
         self.c_contiguous = array.flags.c_contiguous
         self.f_contiguous = array.flags.f_contiguous
-        self.owndata = array.base is None
+        self.owndata = owndata
 
     def __getitem__(self, name):
         return {"C_CONTIGUOUS": self.c_contiguous, "F_CONTIGUOUS": self.f_contiguous,
@@ -393,6 +393,11 @@ def _host_value(value, device):
     if isinstance(value, (np.generic, np.ndarray, int, float, complex, bool)):
         return value
     raise TypeError(f"Unsupported type {type(value)}")
+
+
+def _memset(contiguous):
+    """Every byte zero, as cudaMemsetAsync writes them."""
+    contiguous.reshape(-1).view(np.uint8)[...] = 0
 
 
 def _check_peer_access(array, device):
@@ -425,22 +430,23 @@ def _sync(what):
 class ndarray:
     """cupy/_core/core.pyx's ndarray over NumPy memory on one device."""
 
-    __slots__ = ("_a", "_device", "__weakref__")
+    __slots__ = ("_a", "_device", "_base", "__weakref__")
     __array_priority__ = 100
     __hash__ = None
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
         made = _allocate(shape if isinstance(shape, tuple) else (shape,), dtype)
-        self._a, self._device = made._a, made._device
+        self._a, self._device, self._base = made._a, made._device, None
 
     @classmethod
-    def _wrap(cls, data, device):
+    def _wrap(cls, data, device, base=None):
         array = object.__new__(cls)
-        array._a, array._device = data, device
+        array._a, array._device, array._base = data, device, base
         return array
 
     def _view(self, data):
-        return ndarray._wrap(data, self._device)
+        # core.pyx: a view's base is the array owning the memory.
+        return ndarray._wrap(data, self._device, self if self._base is None else self._base)
 
     # -- attributes ----------------------------------------------------------------------------
     shape = property(lambda self: self._a.shape)
@@ -450,14 +456,14 @@ class ndarray:
     nbytes = property(lambda self: self._a.nbytes)
     itemsize = property(lambda self: self._a.itemsize)
     strides = property(lambda self: self._a.strides)
-    flags = property(lambda self: Flags(self._a))
+    flags = property(lambda self: Flags(self._a, self._base is None))
     device = property(lambda self: Device(self._device))
     data = property(lambda self: MemoryPointer(self._a.ctypes.data, self._device))
     T = property(lambda self: self._view(self._a.T))
 
     @property
     def base(self):
-        return None if self._a.base is None else self
+        return self._base
 
     @property
     def __cuda_array_interface__(self):
@@ -592,7 +598,7 @@ class ndarray:
             raise ValueError("non-scalar numpy.ndarray cannot be used for fill")
         _launched("fill")
         if value == 0 and self._a.flags.c_contiguous:
-            self._a.view(np.uint8)[...] = 0
+            _memset(self._a)
         else:
             self._a[...] = value
 
@@ -748,7 +754,7 @@ def zeros(shape, dtype=float, order="C"):
     # cupy/_creation/basic.py, zeros: a memset of a fresh allocation.
     out = empty(shape, dtype)
     _launched("memset")
-    out._a.view(np.uint8)[...] = 0
+    _memset(out._a)
     return out
 
 
@@ -888,6 +894,25 @@ def from_dlpack(x, *, device=None, copy=None):
         raise TypeError("CPU arrays cannot be directly imported to CuPy. "
                         "Use `cupy.array(numpy.from_dlpack(input))` instead.")
     raise TypeError(f"Unsupported array type: {device_type}")
+
+
+def _ufunc(ufunc):
+    """cupy's ufunc of the same name (cupy/_core/_kernel.pyx): device arrays and scalars only."""
+    def call(*args, **kwargs):
+        if not any(isinstance(arg, ndarray) for arg in args):
+            args = tuple(_upload(arg) if isinstance(arg, (list, tuple, np.ndarray)) and np.ndim(arg) else arg
+                         for arg in args)
+            if not any(isinstance(arg, ndarray) for arg in args):
+                return _result(ufunc(*args, **kwargs), ufunc.__name__)
+        return ufunc(*args, **kwargs)       # through ndarray.__array_ufunc__
+    call.__name__ = ufunc.__name__
+    return call
+
+
+for _name in ("add", "subtract", "multiply", "divide", "true_divide", "negative", "absolute", "abs", "square",
+              "sqrt", "exp", "log", "tanh", "sin", "cos", "maximum", "minimum", "matmul", "equal", "not_equal",
+              "less", "greater", "isnan", "isfinite", "signbit", "logical_and", "logical_or", "logical_not"):
+    globals()[_name] = _ufunc(getattr(np, _name))
 
 
 _FUNCTIONS = {name: globals()[name] for name in (

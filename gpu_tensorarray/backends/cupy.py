@@ -176,8 +176,11 @@ class CupyBackend(KernelRows, Backend):
             try:
                 value = cupy.from_dlpack(value)   # zero-copy, on the producer's device
             except (TypeError, ValueError, RuntimeError, BufferError):
-                # A host tensor: the caller converts it via NumPy, which cannot read torch's bfloat16.
+                # A host producer, which CuPy 14 refuses (TypeError): through NumPy, as CuPy
+                # advises, except torch's bfloat16, which NumPy's DLPack cannot read.
                 host = torch_bfloat16_on_host(value)
+                if host is None:
+                    host = _host_dlpack(value)
                 return None if host is None else self.from_host(host)
         if value.device.id == self._device.id:
             return value
@@ -216,6 +219,19 @@ class CupyBackend(KernelRows, Backend):
             with self._device:
                 return cupy.concatenate(arrays, axis=0, out=out)
         return join
+
+
+def _host_dlpack(value):
+    """A host DLPack producer's tensor as NumPy, or None when it is not on the host."""
+    try:
+        if value.__dlpack_device__()[0] != _DLPACK_CPU:
+            return None
+        return np.from_dlpack(value)
+    except (TypeError, ValueError, RuntimeError, BufferError, AttributeError):
+        return None
+
+
+_DLPACK_CPU = 1                 # DLDeviceType kDLCPU
 
 
 def _check_dtype(dtype):

@@ -177,7 +177,7 @@ def library_gradients(size, ops, sources):
                                ta.gather(where) if kind == "gather" else ta.stack())
                 weights.append(what)
     if not targets:
-        return [np.zeros_like(x) for x in sources]
+        return [np.zeros(x.shape, x.dtype) for x in sources]     # host zeros, on any backend
     return [gta.to_numpy(g) for g in tape.gradient(targets, sources, output_gradients=weights,
                                                          unconnected_gradients="zero")]
 

@@ -239,6 +239,8 @@ def a_numpy_dlpack(v, backend):
 
 def a_torch_dlpack(v, backend):
     torch = optional("torch", required_in_ci=True)
+    if v.__dlpack_device__()[0] != 1 and not torch.cuda.is_available():
+        pytest.skip("torch here is a CPU build: it cannot import a device value")
     torch.from_dlpack(v).mul_(7)
 
 
@@ -315,7 +317,8 @@ def test_arithmetic_on_values_gives_plain_arrays(backend):
     """Results are the caller's own: plain writable arrays that export without a copy."""
     value, _, _ = s_read()
     result = value * 2
-    assert type(result) is backend.array_type and result.flags.writeable
+    # CuPy's flags have no WRITEABLE: its arrays are always writable.
+    assert type(result) is backend.array_type and getattr(result.flags, "writeable", True)
     np.testing.assert_array_equal(host(result), host(value) * 2)
 
 

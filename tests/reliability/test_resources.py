@@ -148,6 +148,8 @@ def test_failed_ops_leave_stats_unchanged(backend):
 
 _FRESH_INTERPRETER = textwrap.dedent("""
     import gc, sys
+    sys.path.insert(0, sys.argv[2])
+    import cupy_standin; cupy_standin.install()      # the cupy the suite runs on (tests/conftest.py)
     import numpy as np
     import gpu_tensorarray as gta
     from gpu_tensorarray import raw_ops as ro
@@ -182,7 +184,8 @@ _FRESH_INTERPRETER = textwrap.dedent("""
 
 def test_stats_are_zero_after_everything_is_closed_in_a_fresh_interpreter(backend):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])))
-    done = subprocess.run([sys.executable, "-c", _FRESH_INTERPRETER, backend.name], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", _FRESH_INTERPRETER, backend.name,
+                           os.path.dirname(os.path.dirname(os.path.abspath(__file__)))], capture_output=True, text=True,
                           timeout=120, env=env)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 

@@ -133,13 +133,13 @@ def host(value):
 
 def assert_all_equal(actual, expected):
     """assertAllEqual: same shape and values."""
-    actual, expected = host(actual), np.asarray(expected)
+    actual, expected = host(actual), host(expected)      # either may be a device value
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     np.testing.assert_array_equal(actual, expected)
 
 
 def assert_all_close(actual, expected):
-    actual, expected = host(actual), np.asarray(expected)
+    actual, expected = host(actual), host(expected)      # either may be a device value
     assert actual.shape == expected.shape, (actual.shape, expected.shape)
     np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
 
