@@ -73,9 +73,10 @@ def to_backend(value, backend, owner=None):
     other side); anything else as it is, for the library to convert."""
     if type(value) is torch.Tensor and backend.name != "cupy":
         try:
-            # The common case in one call: a CPU tensor of a NumPy dtype, no conj/neg bit
-            # (numpy() refuses every other tensor, which the general path below handles).
-            return value.detach().numpy()
+            # The common case in one call: a CPU tensor's own memory; a tensor on another
+            # device, or with a conj or neg bit, as a copy (the op copies it anyway). A dtype
+            # NumPy lacks is refused, and the general path below reports it.
+            return value.numpy(force=True)
         except (RuntimeError, TypeError):
             pass
     if not isinstance(value, torch.Tensor):
