@@ -122,7 +122,10 @@ class _PassEnd:
         _end_pass(self.task)
 
     def __del__(self):
-        _end_pass(self.task)
+        try:
+            _end_pass(self.task)
+        except Exception:       # at interpreter exit the modules it needs may be gone
+            pass
 
 
 def open_passes():
