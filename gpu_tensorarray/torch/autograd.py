@@ -34,7 +34,7 @@ from torch.autograd import Function
 
 from .. import raw_ops
 from ..errors import InvalidArgumentError
-from .crossing import cuda_scope, to_torch
+from .crossing import cuda_scope, to_torch, unsupported_transform
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
            "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
@@ -122,7 +122,10 @@ class _PassEnd:
         _end_pass(self.task)
 
     def __del__(self):
-        _end_pass(self.task)
+        try:
+            _end_pass(self.task)
+        except Exception:       # at interpreter exit the modules it needs may be gone
+            pass
 
 
 def open_passes():
@@ -302,12 +305,12 @@ def _on(grad, value):
 def _applier(function):
     """``function.apply`` without Function.apply's Python preamble (half the cost of a
     node): its argument binding serves setup_context, which these nodes do not define,
-    and its unwrapping serves functorch, under whose transforms the full apply runs."""
+    and its unwrapping serves functorch, whose transforms the bridge refuses."""
     fast = super(Function, function).apply         # torch._C._FunctionBase.apply
 
     def apply(*args):
         if _functorch_active():
-            return function.apply(*args)
+            raise unsupported_transform(args[2].handle)
         return fast(*args)
     return apply
 

@@ -21,9 +21,9 @@ import numpy as np
 import torch
 
 from .. import dtypes
-from ..errors import InvalidArgumentError, about
+from ..errors import InvalidArgumentError, UnimplementedError, about
 
-__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "cuda_scope", "host_value", "DIFFERENTIABLE"]
+__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "cuda_scope", "host_value", "DIFFERENTIABLE", "unsupported_transform"]
 
 # torch dtype -> the library's dtype: the one table both directions use.
 _TO_LIBRARY = {
@@ -73,13 +73,16 @@ def to_backend(value, backend, owner=None):
     other side); anything else as it is, for the library to convert."""
     if type(value) is torch.Tensor and backend.name != "cupy":
         try:
-            # The common case in one call: a CPU tensor of a NumPy dtype, no conj/neg bit
-            # (numpy() refuses every other tensor, which the general path below handles).
-            return value.detach().numpy()
+            # The common case in one call: a CPU tensor's own memory; a tensor on another
+            # device, or with a conj or neg bit, as a copy (the op copies it anyway). A dtype
+            # NumPy lacks is refused, and the general path below reports it.
+            return value.numpy(force=True)
         except (RuntimeError, TypeError):
             pass
     if not isinstance(value, torch.Tensor):
         return value
+    if torch._C._are_functorch_transforms_active():     # a wrapped tensor: it has no memory to share
+        raise unsupported_transform(owner)
     if value.dtype not in _TO_LIBRARY:
         raise InvalidArgumentError(f"A torch tensor of dtype {value.dtype} cannot be stored; supported torch "
                                    f"dtypes: {_supported_torch_names()}{about(owner)}")
@@ -97,6 +100,13 @@ def to_backend(value, backend, owner=None):
     if value.device.type != "cpu":
         value = value.cpu()
     return value.numpy()
+
+
+def unsupported_transform(owner=None):
+    return UnimplementedError(
+        f"gpu_tensorarray.torch: TensorArray ops under torch.func transforms (grad, vmap, jacrev, ...) are not "
+        f"supported: differentiate with torch.autograd (backward, torch.autograd.grad; create_graph=True for "
+        f"higher orders){about(owner)}")
 
 
 def to_torch(array, backend):

@@ -182,7 +182,7 @@ class TensorArray:
         if self._host:
             if type(value) is torch.Tensor:
                 try:
-                    array = value.detach().numpy()      # _host_array's common case, inline
+                    array = value.numpy(force=True)      # _host_array's common case, inline
                 except (RuntimeError, TypeError):
                     array = _host_array(value, self._backend, ta.handle)
             else:
@@ -252,11 +252,11 @@ register_storage_class(TensorArray)
 
 
 def _host_array(value, backend, handle):
-    """A value for a CPU backend's op: a CPU tensor's NumPy view in one call where it has one."""
+    """A value for a CPU backend's op: a tensor as NumPy in one call (a CPU tensor's own memory)."""
     if type(value) is torch.Tensor:
         try:
-            return value.detach().numpy()
-        except (RuntimeError, TypeError):       # another device, dtype, a conj or neg bit
+            return value.numpy(force=True)
+        except (RuntimeError, TypeError):       # a dtype NumPy lacks: to_backend reports it
             pass
     return to_backend(value, backend, handle)
 

@@ -419,6 +419,18 @@ def test_a_flow_asked_for_under_no_grad_loses_no_write(backend):
     assert x.grad.tolist() == [5.0] * 3
 
 
+def test_torch_func_transforms_are_refused_by_name(backend):
+    def program(x):
+        return TensorArray(F64, size=2).write(0, x * 2).write(1, x).stack().sum()
+
+    with pytest.raises(gta.errors.UnimplementedError, match="torch.func transforms"):
+        torch.func.grad(program)(torch.ones(3, dtype=F64))
+    x = leaves((3,))[0]
+    tracked = TensorArray(F64, size=1).write(0, x)
+    with pytest.raises(gta.errors.UnimplementedError, match="torch.func transforms"):
+        torch.func.vmap(lambda row: tracked.read(0) * row)(torch.ones(2, 3, dtype=F64))
+
+
 def test_reads_of_slots_written_before_stay_allowed(backend):
     x = leaves((3,))[0]
     first = TensorArray(F64, size=3, clear_after_read=False).write(0, x * 2)
