@@ -398,9 +398,16 @@ class RaggedLayout(_PerSlotLayout):
         shape = self.shapes[index]
         return self.readable[start:start + element_count(shape)].reshape(shape)
 
+    def _stored(self, index):
+        """Slot ``index`` as a view of the storage, for code that copies it at once."""
+        start = self.offsets[index]
+        shape = self.shapes[index]
+        return self.flat[start:start + element_count(shape)].reshape(shape)
+
     def prepare_take(self, indices, shape):
         join = self.backend.prepare_concatenate([(1,) + shape] * len(indices), self.dtype)
-        return lambda: join([self.row(index).reshape((1,) + shape) for index in _listed(indices)])
+        # The join copies: views of the storage itself, not returned values (copies on a GPU).
+        return lambda: join([self._stored(index).reshape((1,) + shape) for index in _listed(indices)])
 
     def prepare_concat(self, shapes):
         """A view when slots [0, count) have values lying in order in ``flat`` (a split's
@@ -410,7 +417,7 @@ class RaggedLayout(_PerSlotLayout):
         for index, shape in enumerate(shapes):
             if position is None or self.offsets.get(index) != position:
                 join = self.backend.prepare_concatenate(shapes, self.dtype)
-                return lambda: join([self.row(i) for i in range(count)])
+                return lambda: join([self._stored(i) for i in range(count)])
             position += element_count(shape)
         rows = sum(shape[0] for shape in shapes)
         return lambda: self.readable[start:position].reshape((rows,) + tuple(shapes[0][1:]))

@@ -527,7 +527,7 @@ class TF2TensorArray(TensorArray):
 
     def size(self, name=None):
         contents = self._current()
-        return contents.array.backend.from_host(np.array(contents.length, np.int32))
+        return np.array(contents.length, np.int32)         # host memory, as TensorArraySizeV3's
 
     def close(self, name=None):
         """Nothing to do: as in TensorFlow 2, the values go when the last reference does."""
