@@ -99,6 +99,7 @@ class CupyBackend(KernelRows, Backend):
     name = "cupy"
     out_of_memory_errors = (cupy.cuda.memory.OutOfMemoryError, MemoryError, ValueError)
     native_type = None          # a CuPy value may live on another device: asarray checks
+    values_are_copies = True    # readonly(): CuPy has no read-only arrays
 
     def __init__(self, device_index=None):
         try:
