@@ -145,3 +145,12 @@ def test_an_array_on_device_1_does_its_work_there():
     assert stacked.device.id == 1
     assert {device for kind, device, _, _ in log if kind in ("launch", "alloc")} == {1}
     np.testing.assert_array_equal(stacked.get(), np.repeat(np.arange(20, dtype=F32), 2).reshape(20, 2))
+
+
+def test_a_compile_failure_names_what_is_missing_and_the_command_that_brings_it():
+    from gpu_tensorarray.backends import cupy as cupy_backend
+    header = cupy_backend._compiler_advice('catastrophic error: cannot open source file "cuda_fp16.h"')
+    assert "cuda_fp16.h" in header and cupy_backend.INSTALL_HEADERS in header
+    assert cupy_backend.INSTALL_COMPILER not in header          # NVRTC ran: not the command that brings it
+    nvrtc = cupy_backend._compiler_advice("CuPy failed to load libnvrtc.so.12")
+    assert cupy_backend.INSTALL_COMPILER in nvrtc
