@@ -577,6 +577,11 @@ class ndarray:
     def __setitem__(self, key, value):
         _check_peer_access(self, _current_device())
         key = self._key(key)
+        if self._is_basic(key) and not isinstance(value, ndarray):
+            # cupy/_core/_routines_indexing.pyx, _scatter_op: a value that is not a device
+            # array goes to fill() (host arrays refused, gh-2079; zero is a memset).
+            self[key].fill(value)
+            return
         if isinstance(value, ndarray):
             _check_peer_access(value, self._device)
             _launched("copy")

@@ -45,8 +45,12 @@ def test_fill_with_zero_is_a_memset_that_drops_the_sign():
     array = cupy.empty((3,), F32)
     array.fill(-0.0)
     assert not np.signbit(array.get()).any()
-    array[...] = -0.0                     # an elementwise copy keeps it
+    array[...] = -0.0                     # a basic-index assignment of a scalar is fill() too
+    assert not np.signbit(array.get()).any()
+    array[...] = cupy.asarray(np.full(3, -0.0, F32))     # a device array is copied: the sign stays
     assert np.signbit(array.get()).all()
+    with pytest.raises(ValueError, match="non-scalar"):
+        array[...] = np.ones(3, F32)      # host arrays are refused (CuPy gh-2079)
 
 
 def test_dlpack_refuses_a_host_producer_and_exports_to_the_host_only_as_a_copy():
