@@ -166,7 +166,24 @@ class Layout:
     def prepare_row(self, index, shape):
         """-> ``row()``: the value of slot ``index``, of ``shape`` (``materialize`` may
         give it its value after this call)."""
-        return lambda: self.row(index)
+        return self._prepared_copy(shape, lambda: self._stored(index)) or (lambda: self.row(index))
+
+    def _stored(self, index):
+        """Slot ``index`` as a view of the storage itself, for code that copies it at once."""
+        raise NotImplementedError
+
+    def _prepared_copy(self, shape, stored):
+        """None where returned values are views (``readonly``); where they are copies (a
+        GPU: backend.values_are_copies), -> a function copying ``stored()`` into memory
+        allocated now, while preparing: a read then allocates nothing after it is marked."""
+        if not self.backend.values_are_copies:
+            return None
+        out = self.backend.empty(shape, self.dtype)
+
+        def copy():
+            out[...] = stored()
+            return out
+        return copy
 
     def prepare_take(self, indices, shape):
         """-> ``take()``: the values of ``indices`` (a non-empty vector, or a range: then a
@@ -271,15 +288,22 @@ class UniformLayout(Layout):
     def row(self, index):
         return self.view[index, ...]
 
+    def _stored(self, index):
+        return self.slab[index, ...]
+
     def prepare_take(self, indices, shape):
         if type(indices) is range:
-            return lambda: self.view[indices.start:indices.stop]
+            return self._prepared_copy((len(indices),) + tuple(shape),
+                                       lambda: self.slab[indices.start:indices.stop]) \
+                or (lambda: self.view[indices.start:indices.stop])
         take = self.backend.prepare_take_rows(indices, shape, self.dtype)
         return lambda: take(self.slab)
 
     def prepare_concat(self, shapes):
         count = len(shapes)
-        return lambda: self.view[:count].reshape((count * self.row_shape[0],) + self.row_shape[1:])
+        shape = (count * shapes[0][0],) + tuple(shapes[0][1:])
+        return self._prepared_copy(shape, lambda: self.slab[:count].reshape(shape)) \
+            or (lambda: self.view[:count].reshape((count * self.row_shape[0],) + self.row_shape[1:]))
 
 
 class _PerSlotLayout(Layout):
@@ -398,9 +422,16 @@ class RaggedLayout(_PerSlotLayout):
         shape = self.shapes[index]
         return self.readable[start:start + element_count(shape)].reshape(shape)
 
+    def _stored(self, index):
+        """Slot ``index`` as a view of the storage, for code that copies it at once."""
+        start = self.offsets[index]
+        shape = self.shapes[index]
+        return self.flat[start:start + element_count(shape)].reshape(shape)
+
     def prepare_take(self, indices, shape):
         join = self.backend.prepare_concatenate([(1,) + shape] * len(indices), self.dtype)
-        return lambda: join([self.row(index).reshape((1,) + shape) for index in _listed(indices)])
+        # The join copies: views of the storage itself, not returned values (copies on a GPU).
+        return lambda: join([self._stored(index).reshape((1,) + shape) for index in _listed(indices)])
 
     def prepare_concat(self, shapes):
         """A view when slots [0, count) have values lying in order in ``flat`` (a split's
@@ -410,10 +441,12 @@ class RaggedLayout(_PerSlotLayout):
         for index, shape in enumerate(shapes):
             if position is None or self.offsets.get(index) != position:
                 join = self.backend.prepare_concatenate(shapes, self.dtype)
-                return lambda: join([self.row(i) for i in range(count)])
+                return lambda: join([self._stored(i) for i in range(count)])
             position += element_count(shape)
         rows = sum(shape[0] for shape in shapes)
-        return lambda: self.readable[start:position].reshape((rows,) + tuple(shapes[0][1:]))
+        return self._prepared_copy((rows,) + tuple(shapes[0][1:]),
+                                   lambda: self.flat[start:position].reshape((rows,) + tuple(shapes[0][1:]))) \
+            or (lambda: self.readable[start:position].reshape((rows,) + tuple(shapes[0][1:])))
 
 
 class StringLayout(_PerSlotLayout):

@@ -94,11 +94,12 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
     if size < 0:
         raise InvalidArgumentError("Size should be >= 0.")
     backend = get_backend()
+    flow = _new_flow(backend)                   # before the array exists: a failure leaves nothing
     handle = registry.create(backend, dtype, size, element_shape, _attr_bool(dynamic_size, "dynamic_size"),
                              _attr_bool(clear_after_read, "clear_after_read"),
                              _attr_bool(identical_element_shapes, "identical_element_shapes"),
                              _attr_string(tensor_array_name, "tensor_array_name"))
-    return TensorArrayV3Output(handle, backend.flow(0.0))
+    return TensorArrayV3Output(handle, flow)
 
 
 def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
@@ -165,7 +166,9 @@ def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name
                                              scalar_is_vector=True)
     array = _lookup(handle)
     value, lengths = array.concat(dtypes.as_dtype(dtype, handle), element_shape_except0)
-    output = TensorArrayConcatV3Output(value, array.backend.from_host(np.array(lengths, np.int64)))
+    # Host memory, as TensorFlow keeps them (HostMemory("lengths")): no device copy, and
+    # reading them (concat's gradient splits by them) never synchronises.
+    output = TensorArrayConcatV3Output(value, np.array(lengths, np.int64))
     if _record is not None:
         _record("TensorArrayConcatV3", (handle, flow_in), output, array.dtype)
     return output
@@ -185,9 +188,23 @@ def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
 
 
 def TensorArraySizeV3(handle, flow_in, name=None):
-    """The current number of slots, as an int32 scalar."""
-    array = _lookup(handle)
-    return array.backend.from_host(np.array(array.current_size(), np.int32))
+    """The current number of slots, as an int32 scalar in host memory (TensorFlow's
+    HostMemory("size")): reading it never waits for the device."""
+    return np.array(_lookup(handle).current_size(), np.int32)
+
+
+# A new array's flow: a flow carries no data (TensorFlow passes it through), so each is
+# a view of one zero per backend: a distinct object (the tape tells values apart by
+# identity) that allocates nothing. The zero is made by the first TensorArrayV3 on the
+# backend, before its array exists.
+_flows = {}
+
+
+def _new_flow(backend):
+    zero = _flows.get(backend)
+    if zero is None:
+        zero = _flows.setdefault(backend, backend.flow(0.0))
+    return zero.view()              # a new array object over the same bytes: no device work
 
 
 def TensorArrayCloseV3(handle, name=None):
@@ -199,7 +216,7 @@ def TensorArrayGradV3(handle, flow_in, source, name=None):
     """The gradient array of (``handle``, ``source``), created on first use -> (grad_handle, flow_out)."""
     source = _attr_string(source, "source", handle)
     grad_handle = registry.grad(_resource_key(handle), source)
-    return TensorArrayGradV3Output(grad_handle, _lookup(grad_handle).backend.flow(0.0))
+    return TensorArrayGradV3Output(grad_handle, _new_flow(_lookup(grad_handle).backend))
 
 
 def TensorArrayGradWithShape(handle, flow_in, shape_to_prepend, source, name=None):
@@ -207,7 +224,7 @@ def TensorArrayGradWithShape(handle, flow_in, shape_to_prepend, source, name=Non
     source = _attr_string(source, "source", handle)
     shape_to_prepend = host_ints(shape_to_prepend, "shape_to_prepend", owner=handle)
     grad_handle = registry.grad(_resource_key(handle), source, shape_to_prepend)
-    return TensorArrayGradWithShapeOutput(grad_handle, _lookup(grad_handle).backend.flow(0.0))
+    return TensorArrayGradWithShapeOutput(grad_handle, _new_flow(_lookup(grad_handle).backend))
 
 
 def _attr_string(value, what, owner=None):

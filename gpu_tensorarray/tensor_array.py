@@ -281,7 +281,7 @@ class TensorArray:
         """The number of elements, an int32 scalar (a constant for arrays that cannot
         grow, as in TensorFlow)."""
         if self._known_size is not None:
-            return registry.lookup(self._handle).backend.from_host(np.array(self._known_size, np.int32))
+            return np.array(self._known_size, np.int32)      # host memory, as TensorArraySizeV3's
         return raw_ops.TensorArraySizeV3(self._handle, self._flow)
 
     def close(self, name: str | None = None) -> None:

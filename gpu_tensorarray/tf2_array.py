@@ -553,7 +553,7 @@ class TF2TensorArray(TensorArray):
     def size(self, name: str | None = None) -> Tensor:
         """The number of elements, an int32 scalar."""
         contents = self._current()
-        return contents.array.backend.from_host(np.array(contents.length, np.int32))
+        return np.array(contents.length, np.int32)         # host memory, as TensorArraySizeV3's
 
     def close(self, name: str | None = None) -> None:
         """Nothing to do: as in TensorFlow 2, the values go when the last reference does."""

@@ -4,11 +4,16 @@ arrays created inside the test live on that backend.
 
 The cupy variants run on a GPU where the real CuPy sees one, and elsewhere on the
 CuPy stand-in (tests/cupy_standin.py), installed here before any test imports CuPy:
-so they run, and must pass, on every machine, CI included."""
+so they run, and must pass, on every machine, CI included. Tests that name no
+backend keep the default of a machine without a GPU (numpy): the stand-in would
+otherwise become the automatic choice."""
+
+import os
 
 import cupy_standin
 
-cupy_standin.install()
+if cupy_standin.install() is cupy_standin:
+    os.environ.setdefault("GPU_TENSORARRAY_BACKEND", "numpy")
 
 from gpu_tensorarray.testing import backend_fixture, require_in_ci  # noqa: E402
 

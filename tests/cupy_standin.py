@@ -70,24 +70,24 @@ class Counters:
 
 counters = Counters()
 # ("launch" | "copy" | "alloc" | "free" | "record" | "wait" | "sync", device, stream name, detail)
-log = []
+order_log = []
 _recording = [False]
 
 
 @contextlib.contextmanager
 def recording():
     """The ordering log, filled only inside (the whole suite would fill memory)."""
-    del log[:]
+    del order_log[:]
     _recording[0] = True
     try:
-        yield log
+        yield order_log
     finally:
         _recording[0] = False
 
 
 def _note(kind, device, stream, detail=None):
     if _recording[0]:
-        log.append((kind, device, None if stream is None else stream.name, detail))
+        order_log.append((kind, device, None if stream is None else stream.name, detail))
 
 
 @contextlib.contextmanager
@@ -322,7 +322,7 @@ class MemoryPool:
         with self._lock:
             self._used -= nbytes
         if _recording[0]:
-            log.append(("free", self.device_id, stream_name, nbytes))
+            order_log.append(("free", self.device_id, stream_name, nbytes))
 
 
 _pools = [MemoryPool(index) for index in range(DEVICE_COUNT)]
@@ -577,6 +577,11 @@ class ndarray:
     def __setitem__(self, key, value):
         _check_peer_access(self, _current_device())
         key = self._key(key)
+        if self._is_basic(key) and not isinstance(value, ndarray):
+            # cupy/_core/_routines_indexing.pyx, _scatter_op: a value that is not a device
+            # array goes to fill() (host arrays refused, gh-2079; zero is a memset).
+            self[key].fill(value)
+            return
         if isinstance(value, ndarray):
             _check_peer_access(value, self._device)
             _launched("copy")

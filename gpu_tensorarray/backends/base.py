@@ -49,6 +49,10 @@ class Backend:
     def _missing(self, primitive):
         return NotImplementedError(f"backend {self.name!r} does not implement {primitive}()")
 
+    #: Whether ``readonly`` gives copies (a GPU: no read-only arrays): layouts then
+    #: allocate a returned value's memory while an op prepares, not after it commits.
+    values_are_copies = False
+
     #: What the library raises when an allocation fails (the backend's own OOM class added).
     out_of_memory_errors = (MemoryError,)
 

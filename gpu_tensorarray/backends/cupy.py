@@ -31,8 +31,27 @@ BFLOAT16_MINIMUM_CUPY = (14, 0)
 _CUPY_VERSION = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", cupy.__version__).groups())
 
 
-# Where NVRTC and the CUDA headers come from when no CUDA toolkit is installed.
+# Where NVRTC and the CUDA headers come from when no CUDA toolkit is installed: the nvrtc
+# extra of cuda-toolkit has the compiler only; the cudart extra has the headers
+# (nvidia/cuda_runtime/include: cuda_runtime.h, cuda_fp16.h, cuda_bf16.h).
 INSTALL_COMPILER = 'pip install "cuda-toolkit[nvrtc]==12.*"'
+INSTALL_HEADERS = 'pip install "cuda-toolkit[cudart]==12.*"'
+_MISSING_HEADER = re.compile(r"""["'<]?([\w/.-]+\.h)["'>]?:? *(?:No such file|file not found)|"""
+                             r"""cannot open source file ["'<]([\w/.-]+\.h)""")
+
+
+def _compiler_advice(text):
+    """What is missing, named, and the command that brings it (not the one that brings
+    NVRTC when NVRTC loaded: then a header is missing)."""
+    header = _MISSING_HEADER.search(text)
+    if header:
+        name = header.group(1) or header.group(2)
+        return (f"NVRTC runs, but the CUDA header {name} is missing: install the CUDA headers with "
+                f"{INSTALL_HEADERS} (or point CUDA_PATH at a CUDA toolkit)")
+    if "nvrtc" in text.lower() or "headers" in text.lower():
+        return (f"NVRTC and the CUDA headers (cuda_fp16.h) come with a CUDA toolkit; without one, install them "
+                f"with: {INSTALL_COMPILER} and {INSTALL_HEADERS}")
+    return f"Without a CUDA toolkit, NVRTC and the CUDA headers come with: {INSTALL_COMPILER} and {INSTALL_HEADERS}"
 
 
 @functools.cache
@@ -99,6 +118,7 @@ class CupyBackend(KernelRows, Backend):
     name = "cupy"
     out_of_memory_errors = (cupy.cuda.memory.OutOfMemoryError, MemoryError, ValueError)
     native_type = None          # a CuPy value may live on another device: asarray checks
+    values_are_copies = True    # readonly(): CuPy has no read-only arrays
 
     def __init__(self, device_index=None):
         try:
@@ -125,10 +145,9 @@ class CupyBackend(KernelRows, Backend):
             with self._device:
                 _raw_module().compile()
         except Exception as error:      # CompileException, or NVRTC's library not found
-            raise UnavailableError(
-                f"CuPy cannot compile the kernels for {self.device} ({type(error).__name__}: "
-                f"{str(error).strip()[:2000]}). NVRTC and the CUDA headers (cuda_fp16.h) come with a CUDA toolkit; "
-                f"without one, install them with: {INSTALL_COMPILER}") from None
+            text = str(error).strip()
+            raise UnavailableError(f"CuPy cannot compile the kernels for {self.device} ({type(error).__name__}: "
+                                   f"{text[:2000]}). {_compiler_advice(text)}") from None
 
     # -- KernelRows hooks -----------------------------------------------------------------
     def _context(self):

@@ -307,8 +307,10 @@ def test_raw_op_family(double):
     np.testing.assert_array_equal(host(raw_ops.TensorArrayGatherV3(handle, range(6), flow, F32)), values)  # stack
     value, lengths = raw_ops.TensorArrayConcatV3(handle, flow, F32)
     np.testing.assert_array_equal(host(value), values.reshape(12, 3))
-    assert host(lengths).tolist() == [2] * 6
-    assert int(raw_ops.TensorArraySizeV3(handle, flow)) == 6
+    # Lengths and size live in host memory, as TensorFlow's (HostMemory): NumPy, never the device.
+    assert type(lengths) is np.ndarray and lengths.tolist() == [2] * 6
+    size = raw_ops.TensorArraySizeV3(handle, flow)
+    assert type(size) is np.ndarray and size.dtype == np.int32 and int(size) == 6
     raw_ops.TensorArrayCloseV3(handle)
 
     split, flow = raw_ops.TensorArrayV3(3, F32, clear_after_read=False)

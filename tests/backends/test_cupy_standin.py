@@ -1,0 +1,160 @@
+"""The CuPy stand-in (tests/cupy_standin.py) refuses what CuPy 14.2 on a GPU refuses, and
+records the device ordering the cupy backend relies on: the stream rule of an array's
+lock (device_guard.ArrayGuard) and the current-device rule, seen in its log.
+
+Runs where the stand-in is CuPy; on a GPU the real CuPy is in use and this module skips.
+"""
+
+import sys
+
+import numpy as np
+import pytest
+
+import gpu_tensorarray as gta
+from gpu_tensorarray import raw_ops as ro
+from gpu_tensorarray.backends import kernel_sources
+
+cupy = sys.modules.get("cupy")
+if not getattr(cupy, "STANDIN", False):
+    pytest.skip("these test the CuPy stand-in (a real GPU is in use)", allow_module_level=True)
+
+F32 = np.float32
+
+
+@pytest.fixture(autouse=True)
+def fresh():
+    cupy.reset()
+    yield
+    cupy.reset()
+
+
+# -- CuPy's semantics where they differ from NumPy's ----------------------------------------------
+
+def test_device_arrays_do_not_convert_implicitly_and_host_reads_synchronise():
+    array = cupy.arange(4, dtype=F32)
+    with pytest.raises(TypeError, match="Implicit conversion"):
+        np.asarray(array)
+    assert not hasattr(array.flags, "writeable")
+    with cupy.counting() as delta:
+        assert array.get().tolist() == [0, 1, 2, 3]
+        assert int(array[2]) == 2 and float(array[1]) == 1.0 and bool(array[3]) and array[0].item() == 0
+    assert delta()["syncs"] == 5
+
+
+def test_fill_with_zero_is_a_memset_that_drops_the_sign():
+    array = cupy.empty((3,), F32)
+    array.fill(-0.0)
+    assert not np.signbit(array.get()).any()
+    array[...] = -0.0                     # a basic-index assignment of a scalar is fill() too
+    assert not np.signbit(array.get()).any()
+    array[...] = cupy.asarray(np.full(3, -0.0, F32))     # a device array is copied: the sign stays
+    assert np.signbit(array.get()).all()
+    with pytest.raises(ValueError, match="non-scalar"):
+        array[...] = np.ones(3, F32)      # host arrays are refused (CuPy gh-2079)
+
+
+def test_dlpack_refuses_a_host_producer_and_exports_to_the_host_only_as_a_copy():
+    with pytest.raises(TypeError, match="CPU arrays cannot be directly imported"):
+        cupy.from_dlpack(np.arange(3))
+    array = cupy.arange(3, dtype=F32)
+    assert cupy.from_dlpack(array) is array
+    with pytest.raises(ValueError, match="without copy"):
+        array.__dlpack__(dl_device=(1, 0), copy=False)
+    assert np.from_dlpack(_Host(array)).tolist() == [0, 1, 2]
+
+
+class _Host:
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(dl_device=(1, 0), copy=True)
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def test_the_pool_limit_raises_cupys_out_of_memory_error():
+    cupy.get_default_memory_pool().set_limit(size=1024)
+    with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+        cupy.empty((1024,), F32)
+    assert isinstance(cupy.cuda.memory.OutOfMemoryError(1, 0), MemoryError)
+
+
+def test_work_on_another_devices_array_fails_without_peer_access():
+    with cupy.cuda.Device(1):
+        on_1 = cupy.arange(3, dtype=F32)
+    with pytest.raises(ValueError, match="Peer access is unavailable"):
+        on_1 + 1
+    with cupy.cuda.Device(1):
+        assert (on_1 + 1).get().tolist() == [1, 2, 3]
+    copied = on_1.copy()                  # ndarray.copy: into the current device
+    assert copied.device.id == 0
+
+
+def _kernel():
+    name = kernel_sources.name_expression("gather_rows", "float32")
+    module = cupy.RawModule(code=kernel_sources.module_source(), options=("--std=c++17",),
+                            name_expressions=kernel_sources.name_expressions())
+    return module.get_function(name)
+
+
+def test_a_launch_runs_the_kernels_cpu_build_under_cupys_rules():
+    kernel = _kernel()
+    src = cupy.asarray(np.arange(12, dtype=F32).reshape(4, 3))
+    out = cupy.empty((2, 3), F32)
+    indices = cupy.asarray(np.array([3, 1], np.int64))
+    with cupy.counting() as delta:
+        kernel((1,), (256,), (out, src, indices, np.int64(2), np.int64(3)))
+    assert delta()["launches"] == 1
+    np.testing.assert_array_equal(out.get(), np.arange(12, dtype=F32).reshape(4, 3)[[3, 1]])
+    with pytest.raises(TypeError, match="grid"):
+        kernel([1], (256,), (out, src, indices, np.int64(2), np.int64(3)))
+    with pytest.raises(cupy.cuda.driver.CUDADriverError, match="INVALID_VALUE"):
+        kernel((1,), (2048,), (out, src, indices, np.int64(2), np.int64(3)))
+    with pytest.raises(cupy.cuda.driver.CUDADriverError, match="takes 5 arguments"):
+        kernel((1,), (256,), (out, src, indices, np.int64(2)))
+    with pytest.raises(cupy.cuda.driver.CUDADriverError, match="argument 3"):
+        kernel((1,), (256,), (out, src, indices, np.int32(2), np.int64(3)))
+    with pytest.raises(TypeError, match="numpy.ndarray of shape"):
+        kernel((1,), (256,), (out, np.zeros((4, 3), F32), indices, np.int64(2), np.int64(3)))
+
+
+# -- the ordering the cupy backend relies on ------------------------------------------------------
+
+def test_an_op_from_another_stream_waits_for_the_arrays_last_event():
+    with gta.device("cuda"):
+        handle, flow = ro.TensorArrayV3(4, F32, element_shape=(2,))
+        a, b = cupy.cuda.Stream(), cupy.cuda.Stream()
+        with cupy.recording() as log:
+            with a:
+                ro.TensorArrayWriteV3(handle, 0, np.ones(2, F32), flow)
+            with b:
+                ro.TensorArrayScatterV3(handle, np.arange(1, 4, dtype=np.int32), np.ones((3, 2), F32), flow)
+    ordered = [(kind, stream, detail) for kind, _, stream, detail in log if kind in ("launch", "record", "wait")]
+    first_on_b = next(i for i, entry in enumerate(ordered) if entry[:2] == ("launch", b.name))
+    assert ("record", a.name, None) in ordered[:first_on_b]
+    assert ("wait", b.name, a.name) in ordered[:first_on_b], ordered
+    assert ordered[-1] == ("record", b.name, None)
+
+
+def test_an_array_on_device_1_does_its_work_there():
+    with gta.device("cuda:1"):
+        handle, flow = ro.TensorArrayV3(0, F32, dynamic_size=True, clear_after_read=False)
+        with cupy.recording() as log:
+            for index in range(20):                 # the slab regrows on device 1
+                flow = ro.TensorArrayWriteV3(handle, index, np.full(2, index, F32), flow)
+            stacked = ro.TensorArrayGatherV3(handle, np.arange(20, dtype=np.int32), flow, F32)
+    assert cupy.cuda.runtime.getDevice() == 0
+    assert stacked.device.id == 1
+    assert {device for kind, device, _, _ in log if kind in ("launch", "alloc")} == {1}
+    np.testing.assert_array_equal(stacked.get(), np.repeat(np.arange(20, dtype=F32), 2).reshape(20, 2))
+
+
+def test_a_compile_failure_names_what_is_missing_and_the_command_that_brings_it():
+    from gpu_tensorarray.backends import cupy as cupy_backend
+    header = cupy_backend._compiler_advice('catastrophic error: cannot open source file "cuda_fp16.h"')
+    assert "cuda_fp16.h" in header and cupy_backend.INSTALL_HEADERS in header
+    assert cupy_backend.INSTALL_COMPILER not in header          # NVRTC ran: not the command that brings it
+    nvrtc = cupy_backend._compiler_advice("CuPy failed to load libnvrtc.so.12")
+    assert cupy_backend.INSTALL_COMPILER in nvrtc
