@@ -9,7 +9,7 @@ Two optional extensions, from kernels/:
 
 Optional: where no C++ compiler works, the install still succeeds, with a warning that
 says why (pip shows it with -v). The compiler and its flags are setuptools' own
-(CC, CXX, CFLAGS, LDFLAGS). From a checkout: ``python setup.py build_ext --inplace``.
+(CXX, CXXFLAGS, LDFLAGS). From a checkout: ``python setup.py build_ext --inplace``.
 """
 
 import errno
