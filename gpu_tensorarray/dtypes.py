@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, shown
 
-__all__ = ["as_dtype", "resolved", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
+__all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
            "exact_identity", "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES",
            "AGGREGATABLE_NAMES", "BFLOAT16", "STRING", "fills_zeros"]
 
@@ -79,12 +79,6 @@ def as_dtype(spec, owner=None):
     if type(spec) in _CACHEABLE:        # never a caller's own class: its __hash__ may lie
         _CACHE[spec] = dtype
     return dtype
-
-
-def resolved():
-    """The spellings ``as_dtype`` has resolved so far, spelling -> dtype (a live mapping:
-    the compiled raw ops look a requested dtype up in it, backends/cpu_kernels.py)."""
-    return _CACHE
 
 
 _CACHEABLE = frozenset({str, type, type(np.dtype("float32")), type(STRING)} | {type(dt) for dt in SUPPORTED})

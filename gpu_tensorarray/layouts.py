@@ -51,6 +51,10 @@ class Layout:
     value is "soft": ``materialize`` gives it zeros. Values returned by reads are
     read-only where the backend allows (views of the layout's memory)."""
 
+    #: Rows a slab has (UniformLayout's; none here).
+    capacity = 0
+    slab = None
+
     def __init__(self, backend, dtype, owner=""):
         self.backend = backend
         self.dtype = dtype
@@ -128,13 +132,21 @@ class Layout:
         """Every slot in ``slots`` (an iterable; ``accepts(shape)``) gets ``shape``, no value."""
         raise NotImplementedError
 
-    def store_fast(self, index, value):
-        """Store ``value``, of a shape the layout already holds, at ``index`` if that
-        needs no allocation; False (nothing done) otherwise."""
-        return False
-
     def store(self, index, value):
         """Store ``value`` at ``index`` (addressable: see ``reserve``)."""
+        raise NotImplementedError
+
+    def prepare_store(self, index, value):
+        """-> ``store()``: ``store(index, value)``, where ``value`` is ``prepared``."""
+        return lambda: self.store(index, value)
+
+    def undo_point(self, slots, rows):
+        """-> ``undo()``, allocated now: puts ``slots`` (a tuple, a range or a host int
+        vector) back as they are now after an interrupted change of them (stores, adds,
+        fills, ``set_shapes``, ``materialize``; not ``reserve``, which keeps every slot).
+        ``rows``: what their element memory holds now: "keep" (values the change adds
+        to: copies are kept), "zeros" (no values: rows to zero again) or None (the
+        change does not write existing element memory: a read's)."""
         raise NotImplementedError
 
     def prepare_store_rows(self, indices, rows):
@@ -197,6 +209,10 @@ class Layout:
 
 
 class UniformLayout(Layout):
+    """Storage's write of a first value of the slab's row shape to a row the slab has
+    (``index < capacity``) is the plain assignment ``slab[index] = value``: no call, so no
+    interrupt lands in it (storage.py, "the commit")."""
+
     __slots__ = ("slab", "view")
 
     def __init__(self, backend, dtype, row_shape=None, owner=""):
@@ -262,14 +278,29 @@ class UniformLayout(Layout):
         if self.row_shape is None:
             self.row_shape = shape
 
-    def store_fast(self, index, value):
-        if index < self.capacity:
-            self.slab[index] = value
-            return True
-        return False
-
     def store(self, index, value):
         self.slab[index] = value
+
+    def undo_point(self, slots, rows):
+        row_shape = self.row_shape
+        selected = slice(slots.start, slots.stop) if type(slots) is range else slots
+        if rows == "keep":
+            indices = index_vector(_listed(slots))
+            kept = self.backend.prepare_take_rows(indices, row_shape, self.dtype)(self.slab)
+            put = self.backend.prepare_put_rows(indices, kept, self.dtype)
+
+            def undo():
+                put(self.slab)
+                self.row_shape = row_shape
+        elif rows == "zeros":
+            def undo():
+                if self.slab is not None:
+                    self.slab[selected] = 0
+                self.row_shape = row_shape
+        else:
+            def undo():
+                self.row_shape = row_shape
+        return undo
 
     def prepare_store_rows(self, indices, rows):
         put = self.backend.prepare_put_rows(indices, rows, self.dtype)
@@ -333,6 +364,20 @@ class _PerSlotLayout(Layout):
         for index in slots:
             self.shapes[index] = shape
 
+    def undo_point(self, slots, rows):
+        slots = _listed(slots)
+        shapes = {index: self.shapes.get(index) for index in slots}
+        restore = self._undo_values(slots, rows)
+
+        def undo():
+            restore()
+            for index, shape in shapes.items():
+                if shape is None:
+                    self.shapes.pop(index, None)
+                else:
+                    self.shapes[index] = shape
+        return undo
+
 
 class RaggedLayout(_PerSlotLayout):
     def __init__(self, backend, dtype, owner=""):
@@ -379,6 +424,28 @@ class RaggedLayout(_PerSlotLayout):
             flat = self.backend.zeros((capacity,), self.dtype)
             flat[:self.end] = self.flat[:self.end]
             self.flat, self.readable = flat, self.backend.readonly(flat)   # its read-only root, once
+
+    def _undo_values(self, slots, rows):
+        end = self.end
+        offsets = {index: self.offsets.get(index) for index in slots}
+        kept = []
+        if rows == "keep":          # adds change values in place: copies of them
+            for index, start in offsets.items():
+                if start is not None:
+                    count = element_count(self.shapes[index])
+                    kept.append((start, count, self.backend.copy(self.flat[start:start + count])))
+
+        def undo():
+            # What lies past ``end`` is no slot's: appends overwrite it.
+            self.end = end
+            for index, start in offsets.items():
+                if start is None:
+                    self.offsets.pop(index, None)
+                else:
+                    self.offsets[index] = start
+            for start, count, values in kept:
+                self.flat[start:start + count] = values
+        return undo
 
     def _allocate(self, count):
         start = self.end
@@ -490,6 +557,19 @@ class StringLayout(_PerSlotLayout):
         self.values[index] = value
         self.shapes[index] = tuple(value.shape)
         self._nbytes += strings.payload_bytes(value)
+
+    def _undo_values(self, slots, rows):
+        nbytes = self._nbytes
+        values = {index: self.values.get(index) for index in slots}
+
+        def undo():
+            self._nbytes = nbytes
+            for index, value in values.items():
+                if value is None:
+                    self.values.pop(index, None)
+                else:
+                    self.values[index] = value
+        return undo
 
     def prepare_store_rows(self, indices, rows):
         # Views of ``rows`` (a 0-d array for a vector's element, not its bytes).

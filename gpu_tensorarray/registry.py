@@ -9,6 +9,7 @@ statistics of what is still open.
 """
 
 import itertools
+import os
 import threading
 import weakref
 
@@ -88,10 +89,21 @@ class Registry:
         with self._lock:
             self._open.discard(array)
 
+    def end_gradient(self, forward, source):
+        """End the gradient computation ``source`` on ``forward`` (an ArrayStorage): its
+        gradient array, if it made one, is closed and leaves ``forward.grads``, so a forward
+        array differentiated many times (a tape's ``gradient``, a retained graph's backward
+        passes, each with a fresh source) holds no more than one computation's. Closing a
+        gradient array with TensorArrayCloseV3 keeps it there instead: a later
+        TensorArrayGradV3 of its source returns it closed, as TensorFlow does."""
+        handle = forward.forget_gradient(source)
+        if handle is not None:
+            self.close(handle)
+
     def stats(self):
         """Open arrays and the device bytes they hold, per backend."""
         with self._lock:
-            arrays = list(self._open)
+            arrays = [array for array in self._open if not array.closed]    # an interrupted close: closed
         per_backend = {}
         for array in arrays:
             entry = per_backend.setdefault(array.backend.name, {"arrays": 0, "bytes": 0})
@@ -101,4 +113,14 @@ class Registry:
                 "per_backend": per_backend}
 
 
+    def _after_fork(self):
+        """In a forked child: fresh locks (a thread holding one in the parent does not
+        exist here), so arrays stay usable or say why not (ArrayStorage.after_fork)."""
+        self._lock = threading.Lock()
+        for array in list(self._by_name.values()):
+            array.after_fork()
+
+
 registry = Registry()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=registry._after_fork)

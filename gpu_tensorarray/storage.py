@@ -23,9 +23,9 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from . import dtypes, messages
-from .errors import InvalidArgumentError, ResourceExhaustedError
-from .host import (INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_at, has_duplicates,
-                   index_vector, repeats)
+from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError
+from .host import (INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_all_equal, flags_at,
+                   has_duplicates, index_vector, repeats)
 from .layouts import new_layout
 from .shapes import is_compatible, is_fully_defined, merge
 
@@ -96,6 +96,7 @@ class ArrayStorage:
         # across streams: the backend's lock (backends/device_guard.py; a plain lock on the CPU).
         self._lock = backend.array_lock()
         self._accepted_shape = None                 # a value shape known to need no element-shape work
+        self._forked_busy = False                   # another thread was inside an op at a fork: after_fork
 
     # -- the public face (read-only) -----------------------------------------------------------
     size = property(attrgetter("_size"), doc="The number of slots.")
@@ -116,8 +117,7 @@ class ArrayStorage:
 
     def slot_state(self, index):
         """Slot ``index`` (0 <= index < size) as a SlotState: for tests and debugging."""
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:
                 self._attend()
             flags = self._flags[index]
@@ -125,21 +125,37 @@ class ArrayStorage:
             value = self._layout.row(index) if flags & VALUE else None
             return SlotState(bool(flags & WRITTEN), bool(flags & READ), bool(flags & CLEARED),
                              bool(flags & VALUE), shape, value)
-        finally:
-            self._lock.release()
 
     # -- every op's prologue ---------------------------------------------------------------------
-    # Each op runs: ``self._lock.acquire()``, ``try:``, ``if self._attention: self._attend()``
-    # ... ``finally: self._lock.release()``. One flag answers "closed, or a stack's read
-    # marks wait?", so the common case costs one attribute check and no call (a ``with``
-    # object or a helper call costs more than the lock itself on the hot path).
+    # Each op runs ``with self._lock:``, then ``if self._attention: self._attend()``. One flag
+    # answers "closed, or a stack's read marks wait?", so the common case costs one attribute
+    # check and no call. Never ``acquire()`` then ``try:``: CPython delivers a pending
+    # KeyboardInterrupt or asynchronous exception when ``acquire()`` returns, outside the
+    # ``try``, and the lock would stay held; a ``with`` block's exit runs whatever comes.
     def _attend(self, check_closed=True):
         """Settle a stack's pending read marks; fail if the array is closed (where
         TensorFlow checks that first: ``check_closed``). Runs under the lock."""
+        if self._forked_busy:
+            raise AbortedError(f"TensorArray {self.name} was in use by another thread when this process was "
+                               f"forked: that op may have been half done here, so the array cannot be used in "
+                               f"this process (use it in the parent, or fork while no op runs)")
         if self._unmarked_reads:
-            self._settle()
+            view = flag_view(self._flags)
+            # Plain assignments, no call: an interrupt cannot land between them.
+            view[:self._unmarked_reads] = _CLEARED_AFTER_READ if self.clear_after_read else _READ_VALUE
+            self._unmarked_reads = 0
+            self._attention = self._closed
+            del view
         if check_closed and self._closed:
             raise messages.closed(self)
+
+    def after_fork(self):
+        """In a child process (os.register_at_fork, registry.py): a fresh lock. If another
+        thread held the old one, its op stopped wherever it was when the process forked
+        (that thread does not exist here): every later op fails with AbortedError."""
+        if self._lock.locked():
+            self._forked_busy = self._attention = True
+        self._lock = self.backend.array_lock()
 
     # -- checks shared by several ops (texts: messages.py) ---------------------------------------
     def _check_value_dtype(self, value):
@@ -193,8 +209,7 @@ class ArrayStorage:
         if value.dtype is not self.dtype:                                     # 3
             self._check_value_dtype(value)
         shape = value.shape
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:                                               # 4
                 self._attend()
             size = self._size
@@ -204,9 +219,11 @@ class ArrayStorage:
                 raise messages.write_bounds(self, index, size)
             else:
                 flags = 0
-            if not flags and shape == self._accepted_shape and (index < size or index < len(self._flags)) \
-                    and self._layout.store_fast(index, value):
-                # The common case: a first write of a shape the layout already holds.
+            layout = self._layout
+            if not flags and shape == self._accepted_shape and index < layout.capacity and index < len(self._flags):
+                # The common case: a first write of a shape the slab holds, to a row it has.
+                # Plain assignments, no call: an interrupt lands before them or after them.
+                layout.slab[index] = value
                 if index >= size:
                     self._size = index + 1
                 self._flags[index] = _STORED
@@ -217,43 +234,51 @@ class ArrayStorage:
                 element_shape = self._checked_element_shape(index, shape, element_shape)
             if flags:                                                         # 8-10
                 self._check_slot(index, shape, flags, self._layout.slot_shape(index))
-            self._store(index, value, flags)                                  # 6, 10-11
-            self._set_element_shape(element_shape)
-            if element_shape == self._element_shape:
-                self._accepted_shape = shape
-        finally:
-            self._lock.release()
+            self._store(index, value, flags, element_shape)                   # 6, 10-11
 
-    def _store(self, index, value, flags):
+    def _store(self, index, value, flags, element_shape):
         """Store or aggregate one checked value, growing a dynamic array to hold it."""
         size = max(index + 1, self._size)
+        live = self._layout
+        adds = flags & VALUE and self._aggregate
         try:
-            if flags & VALUE and self._aggregate:
-                layout = self._layout
-                add = layout.prepare_add_rows(index_vector([index]), value.reshape((1,) + value.shape), size)
+            if adds:
+                layout = live
+                change = layout.prepare_add_rows(index_vector([index]), value.reshape((1,) + value.shape), size)
             else:
                 layout = self._layout_for(value.shape)
-                value, add = layout.prepared(value), None
-            room = (size, value.shape, not self._dynamic_size, 0 if add else element_count(value.shape))
+                change = layout.prepare_store(index, layout.prepared(value))
+            room = (size, value.shape, not self._dynamic_size, 0 if adds else element_count(value.shape))
             grown = self._flags_for(size, layout, *room)
+            undo = layout.undo_point((index,), _KEEP if adds else _ZEROS) if layout is live else _nothing
             layout.reserve(*room)
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
-        # Everything is allocated: from here on nothing fails.
-        self._install(layout, grown, size)
-        if add is None:
-            layout.store(index, value)
-        else:
-            add()
-        self._flags[index] = flags | _STORED
-        if not flags & WRITTEN:
-            self._written_count += 1
-        elif not flags & VALUE:
-            self._soft_count -= 1
+        # Everything is allocated: from here on nothing fails. An interrupt while element
+        # memory changes undoes the change; the bookkeeping after it is plain assignments.
+        try:
+            change()
+        except BaseException:
+            undo()
+            raise
+        self._layout = layout
+        self._flags = grown
+        self._size = size
+        grown[index] = flags | _STORED
+        self._written_count += not flags & WRITTEN
+        self._soft_count -= flags & (WRITTEN | VALUE) == WRITTEN
+        self._element_shape = element_shape
+        self._accepted_shape = value.shape
 
-    # -- allocation first, then ``_install`` ----------------------------------------------------
+    # -- allocation first, then the commit --------------------------------------------------------
+    # An op that changes the array checks, then allocates everything it needs (a widened
+    # layout, grown flags, an undo point, the layout's growth), then commits: first the
+    # calls that change element memory, inside ``try``, whose ``except BaseException`` undoes
+    # them (an interrupt: KeyboardInterrupt, an asynchronous exception); then the flags,
+    # counters, size and layout as plain assignments, with no call between them, where
+    # CPython delivers no interrupt. So an interrupt leaves the array as before or as after.
     def _layout_for(self, *shapes):
-        """The layout, or a new, widened one (uniform to ragged: ``_install`` puts it in
+        """The layout, or a new, widened one (uniform to ragged, for the commit to put in
         place) the first time it cannot hold ``shapes``."""
         if self._layout.accepts(*shapes):
             return self._layout
@@ -266,7 +291,7 @@ class ArrayStorage:
     def _flags_for(self, size, layout, *reserve):
         """The flag buffer for ``size`` slots: this one while it has room, else a new one
         twice as long (growth one slot at a time stays amortised O(1)) holding these
-        flags, for ``_install`` to put in place. ``layout.reserve(*reserve)`` comes
+        flags, for the commit to put in place. ``layout.reserve(*reserve)`` comes
         next: a growth it would refuse is refused first, before the flags are made. The
         flags never outgrow an int32 size, so a write within them cannot either."""
         if size > INT32_MAX:
@@ -281,30 +306,22 @@ class ArrayStorage:
         grown[:len(flags)] = flags
         return grown
 
-    def _install(self, layout, flags, size):
-        """Put what an op allocated in place (allocating nothing)."""
-        if layout is not self._layout:
-            self._layout = layout
-            self._accepted_shape = None
-        self._flags = flags
-        self._size = size
-
     # -- TensorArrayReadV3 ---------------------------------------------------------------------
     def read(self, index, dtype):
         """docs/semantics.md §2.3 steps 3-9 (the index is a host int)."""
         if dtype is not self.dtype:                                            # 3
             self.check_requested_dtype(dtype)
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:                                               # 4
                 self._attend()
             size = self._size
-            self._unread = False
             if 0 <= index < size:
                 flags = self._flags[index]
                 if flags & _READABLE == _STORED:
-                    # The common case: a stored value (taken first: a string's is a copy).
+                    # The common case: a stored value (taken first: a string's is a copy),
+                    # then the marks, plain assignments.
                     value = self._layout.row(index)
+                    self._unread = False
                     if self.clear_after_read:
                         self._flags[index] = _CLEARED_AFTER_READ
                         self._cleared_count += 1
@@ -314,8 +331,6 @@ class ArrayStorage:
             elif index < 0 or not self.is_grad:                               # 5
                 raise messages.read_bounds(self, index, size)
             return self._read_slot(index)                                    # 6-9
-        finally:
-            self._lock.release()
 
     def _read_slot(self, index):
         """A read that makes soft zeros, grows a gradient array or fails as cleared: a
@@ -334,21 +349,6 @@ class ArrayStorage:
         if not is_fully_defined(element_shape):
             raise messages.zeros_shape_unknown(self, index, element_shape)
         return element_shape
-
-    def _make_soft(self, layout, soft, first, new_size, grow_shape):
-        """Slots in ``soft`` ((shape, slots) pairs) become soft zeros; a gradient array read
-        past its end grew from ``first`` to ``new_size`` slots, every new slot soft zeros of
-        ``grow_shape``. Allocates nothing: ``_commit_reads`` reserved the room."""
-        view = flag_view(self._flags)
-        if new_size > first:
-            layout.set_shapes(range(first, new_size), grow_shape)
-            view[first:new_size] = WRITTEN
-            self._written_count += new_size - first
-        for shape, slots in soft:
-            layout.set_shapes(slots, shape)
-            view[slots] = WRITTEN
-            self._written_count += len(slots)
-        del view
 
     # -- reads of many slots: Gather and Concat ------------------------------------------------
     def _plan_reads(self, indices, element_shape):
@@ -447,53 +447,72 @@ class ArrayStorage:
             self._layout.check_allocation((last + 1) * (element_count(element_shape) * self.dtype.itemsize + 1),
                                           f"TensorArray {self.name} grown to {last + 1} slots")
 
-    def _commit_reads(self, indices, plan, prepare_result):
+    def _commit_reads(self, indices, plan, prepare_result, element_shape=None):
         """Reads of ``indices`` as ``plan`` (``_plan_reads``) says. First every allocation:
         a widened layout, grown flags, the result (``prepare_result(layout)`` -> a function
-        that makes it) and last the room for soft zeros and growth; then soft slots become
-        zeros and the reads are marked. Returns the result."""
+        that makes it), an undo point and last the room for soft zeros and growth; then
+        soft slots become zeros, the reads are marked and the element shape becomes
+        ``element_shape`` (None: as it is). Returns the result."""
         _, soft, new_size, grow_shape, elements = plan
         first = self._size
         changes = soft or new_size > first      # else nothing becomes soft or grows (a stack's common case)
         exact = not (self._dynamic_size or self.is_grad)
+        live = self._layout
         try:
             if changes:
                 shapes = {shape for shape, _ in soft} | ({grow_shape} if new_size > first else set())
                 room = (new_size, next(iter(shapes)), exact, elements)
                 layout = self._layout_for(*shapes)
                 flags = self._flags_for(new_size, layout, *room)
+                soft_slots = soft[0][1] if len(soft) == 1 else \
+                    index_vector([slot for _, slots in soft for slot in _listed(slots)])
+                made_count = new_size - first + len(soft_slots)
             else:
-                room, layout = (new_size, None, exact, elements), self._layout
+                room, layout, flags = (new_size, None, exact, elements), live, self._flags
             result = prepare_result(layout)
+            undo = layout.undo_point(indices, None) if layout is live else _nothing
             layout.reserve(*room)
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
-        # Everything is allocated: from here on nothing fails.
+        # Everything is allocated: from here on nothing fails (see "the commit" above).
+        # A stack's O(size) flag update waits for the next op (_attend), so stacking an
+        # array that is then dropped or closed costs O(1).
+        stack = type(indices) is range and indices.start == 0 and len(indices) == new_size
+        count = len(indices)
+        selected = None if stack else _selector(indices)
+        mark = _CLEARED_AFTER_READ if self.clear_after_read else _READ_VALUE
+        if element_shape is None:
+            element_shape = self._element_shape
+        accepted = self._accepted_shape if element_shape == self._element_shape and layout is live else None
+        view = flag_view(flags)
+        try:
+            if new_size > first:
+                layout.set_shapes(range(first, new_size), grow_shape)
+            for shape, slots in soft:
+                layout.set_shapes(slots, shape)
+            layout.materialize(indices)
+        except BaseException:
+            undo()
+            raise
         self._unread = False
         if changes:
-            self._install(layout, flags, new_size)
-            self._make_soft(layout, soft, first, new_size, grow_shape)
-        layout.materialize(indices)
+            self._layout = layout
+            self._flags = flags
+            self._size = new_size
+            view[first:new_size] = WRITTEN
+            view[soft_slots] = WRITTEN
+            self._written_count += made_count
         if self.clear_after_read:
-            self._cleared_count += len(indices)      # distinct and uncleared: the plan checked
-        if type(indices) is range and indices.start == 0 and len(indices) == self._size:
-            # A stack: its O(size) flag update waits for the next op (_settle), so
-            # stacking an array that is then dropped or closed costs O(1).
-            self._unmarked_reads = self._size
+            self._cleared_count += count         # distinct and uncleared: the plan checked
+        if stack:
+            self._unmarked_reads = new_size
             self._attention = True
         else:
-            self._mark_read(_selector(indices))
+            view[selected] = mark
+        self._element_shape = element_shape
+        self._accepted_shape = accepted
+        del view
         return result()
-
-    def _mark_read(self, selected):
-        # Every slot read was written (or made soft) and not cleared: its flags become
-        # exactly these, so one store does, not a gather, an or and a store.
-        flag_view(self._flags)[selected] = _CLEARED_AFTER_READ if self.clear_after_read else _READ_VALUE
-
-    def _settle(self):
-        self._mark_read(slice(0, self._unmarked_reads))
-        self._unmarked_reads = 0
-        self._attention = self._closed
 
     def _readable_fast(self, indices, bounds):
         """Whether a gather of ``indices`` (a layout whose slots share one shape) needs
@@ -520,8 +539,7 @@ class ArrayStorage:
         array's (smallest, largest) when the caller knows them (host.host_ints_bounded)."""
         if dtype is not self.dtype:                                            # 2
             self.check_requested_dtype(dtype)
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:
                 self._attend(check_closed=False)
             merged = self._element_shape if element_shape is None else merge(self._element_shape, element_shape)  # 3
@@ -530,8 +548,9 @@ class ArrayStorage:
             if len(indices) == 0:                                             # 5
                 if not is_fully_defined(element_shape):
                     raise messages.empty_gather_shape(self, element_shape)
+                value = self._layout.zeros((0,) + element_shape)
                 self._set_element_shape(merged)
-                return self._layout.zeros((0,) + element_shape)
+                return value
             if self._closed:                                                   # 6
                 raise messages.closed(self)
             row_shape = self._layout.common_shape
@@ -559,11 +578,7 @@ class ArrayStorage:
                 prepare = lambda layout: layout.prepare_take(indices, first_shape)    # noqa: E731
             else:
                 prepare = lambda layout: self._zeros_result((len(indices),) + first_shape)    # noqa: E731
-            value = self._commit_reads(indices, plan, prepare)
-            self._set_element_shape(merged)
-            return value
-        finally:
-            self._lock.release()
+            return self._commit_reads(indices, plan, prepare, merged)
 
     def _zeros_result(self, shape):
         zeros = self._layout.zeros(shape)
@@ -578,8 +593,7 @@ class ArrayStorage:
     def concat(self, dtype, element_shape_except0):
         """docs/semantics.md §2.7 steps 2-9. Returns (value, lengths as a list of ints)."""
         self.check_requested_dtype(dtype)                                      # 2
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:                                               # 3
                 self._attend()
             count = self._marked_size if self.is_grad else self._size          # 4
@@ -602,8 +616,6 @@ class ArrayStorage:
                     raise messages.concat_inconsistent(self, first, index, shape)
             value = self._commit_reads(range(count), plan, lambda layout: layout.prepare_concat(shapes))  # 9
             return value, [shape[0] for shape in shapes]
-        finally:
-            self._lock.release()
 
     # -- writes of many slots: Scatter and Split -----------------------------------------------
     def _plan_writes(self, indices, shapes):
@@ -648,11 +660,15 @@ class ArrayStorage:
             return _UNSURE, None
         return element_shape, flags if in_range else None
 
-    def _write_rows(self, indices, rows, min_index, max_index):
+    def _write_rows(self, indices, rows, min_index, max_index, marked_size=None):
         """Write ``rows[k]`` to slot ``indices[k]`` for every k, in order. ``rows`` is
         an array (same-shaped rows) or a list of arrays (a split of unequal lengths);
-        ``min_index`` and ``max_index`` bound the indices, which the caller already knows."""
+        ``min_index`` and ``max_index`` bound the indices, which the caller already knows.
+        ``marked_size``: Split's, set with the rest (None: as it is)."""
+        if marked_size is None:
+            marked_size = self._marked_size
         if len(indices) == 0:
+            self._marked_size = marked_size
             return
         same_shape = not isinstance(rows, list)
         row_shape = rows.shape[1:] if same_shape else None
@@ -666,97 +682,99 @@ class ArrayStorage:
             shapes = [row_shape] * len(indices) if same_shape else [row.shape for row in rows]
             element_shape = self._plan_writes(indices.tolist(), shapes)
         new_size = max(self._size, max_index + 1)
+        live = self._layout
         try:
             if vectorised:
-                layout, written, commit = self._layout, *self._prepare_store_rows(indices, rows, new_size, flags)
-                elements = 0
+                layout, elements = live, 0
+                written, filled, change, mark, adds = self._prepare_store_rows(indices, rows, new_size, flags)
             else:
-                layout, written, commit, elements = self._prepare_stores(indices, rows, new_size)
+                layout, written, filled, change, elements, adds = self._prepare_stores(indices, rows, new_size)
+                mark = None
             room = (new_size, row_shape if same_shape else rows[0].shape, not self._dynamic_size, elements)
             grown = self._flags_for(new_size, layout, *room)
+            undo = layout.undo_point(indices, _KEEP if adds else _ZEROS) if layout is live else _nothing
             layout.reserve(*room)
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
-        # Everything is allocated: from here on nothing fails.
-        self._install(layout, grown, new_size)
+        # Everything is allocated: from here on nothing fails (see "the commit" above).
+        view = flag_view(grown)
+        try:
+            change()
+        except BaseException:
+            undo()
+            raise
+        self._layout = layout
+        self._flags = grown
+        self._size = new_size
         self._element_shape = element_shape
         self._accepted_shape = None
+        self._marked_size = marked_size
         self._written_count += written
-        commit()
+        self._soft_count -= filled
+        if mark is None:
+            view[indices] |= _STORED
+        else:
+            view[indices] = mark
+        del view
 
     def _prepare_store_rows(self, indices, rows, new_size, targets=None):
-        """(slots written for the first time, ``commit()``) for rows that the layout takes
-        in one operation, allocating what the commit needs. ``targets``: the flags of
-        ``indices`` when the caller has them (``_writable_fast``)."""
-        view = flag_view(self._flags)
+        """(slots written for the first time, soft slots given a value, ``change()``, the
+        flag every slot gets (None: each keeps its own and gets _STORED), whether rows add
+        to values) for rows that the layout takes in one operation, allocating what the
+        change needs. ``targets``: the flags of ``indices`` when the caller has them
+        (``_writable_fast``)."""
         filled = 0                                 # soft slots (written, no value) getting one
         if not self._aggregate:
             written = len(indices)                 # distinct and unwritten: the checks said so
-            store, mark, mask = self._layout.prepare_store_rows(indices, rows), _STORED, None
-        else:
-            if targets is None:
-                targets = view[indices]
-            valueless = (targets & VALUE) == 0
-            written = 0
-            if valueless.any():                    # (a slot without WRITTEN has no VALUE either)
-                written, filled = self._new_values(indices[valueless], targets[valueless])
-            if not self._aggregatable:
-                store = self._layout.prepare_store_rows(indices, rows)    # first writes to distinct slots only
-            else:
-                # TF stores a slot's first arrival and adds later ones. Slots without a value
-                # start from the identity that keeps every bit of what is added to it (-0.0:
-                # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
-                empty = indices[valueless]
-                add = self._layout.prepare_add_rows(indices, rows, new_size)
-                identity = dtypes.exact_identity(self.dtype)
+            return written, 0, self._layout.prepare_store_rows(indices, rows), _STORED, False
+        if targets is None:
+            targets = flag_view(self._flags)[indices]
+        valueless = (targets & VALUE) == 0
+        written = 0
+        if valueless.any():                    # (a slot without WRITTEN has no VALUE either)
+            written, filled = self._new_values(indices[valueless], targets[valueless])
+        adds = not valueless.all()
+        if not self._aggregatable:
+            return written, filled, self._layout.prepare_store_rows(indices, rows), None, adds   # first writes only
+        # TF stores a slot's first arrival and adds later ones. Slots without a value
+        # start from the identity that keeps every bit of what is added to it (-0.0:
+        # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
+        empty = indices[valueless]
+        add = self._layout.prepare_add_rows(indices, rows, new_size)
+        identity = dtypes.exact_identity(self.dtype)
 
-                def store():
-                    if len(empty):
-                        self._layout.fill(empty, identity)
-                    add()
-            mark, mask = None, _STORED
-        del view
-
-        def commit():
-            store()
-            self._soft_count -= filled
-            view = flag_view(self._flags)
-            if mark is not None:
-                view[indices] = mark
-            else:
-                view[indices] |= mask
-        return written, commit
+        def change():
+            if len(empty):
+                self._layout.fill(empty, identity)
+            add()
+        return written, filled, change, None, adds
 
     def _prepare_stores(self, indices, rows, new_size):
-        """(layout, slots written for the first time, ``commit()``, element count to
-        reserve) for rows stored or added one slot at a time, in order."""
+        """(layout, slots written for the first time, soft slots given a value,
+        ``change()``, element count to reserve, whether rows add to values) for rows
+        stored or added one slot at a time, in order."""
         indices = indices.tolist()
         layout = self._layout_for(*{row.shape for row in rows})
-        steps, after, written, filled, elements = [], {}, 0, 0, 0
+        steps, after, written, filled, elements, adds = [], {}, 0, 0, 0, False
         for index, row in zip(indices, rows):
             flags = after.get(index)
             if flags is None:
                 flags = self._flags[index] if index < self._size else 0
             if flags & VALUE and self._aggregate:
-                steps.append((index, None, layout.prepare_add_rows(index_vector([index]),
-                                                                   row.reshape((1,) + row.shape), new_size)))
+                steps.append(layout.prepare_add_rows(index_vector([index]), row.reshape((1,) + row.shape), new_size))
+                adds = True
             else:
                 row = layout.prepared(row)
                 elements += element_count(row.shape)
-                steps.append((index, row, None))
+                steps.append(layout.prepare_store(index, row))
             written += not flags & WRITTEN
             filled += flags & (WRITTEN | VALUE) == WRITTEN
             after[index] = flags | _STORED
 
-        def commit():
-            self._soft_count -= filled
-            for index, row, add in steps:
-                if add is None:
-                    layout.store(index, row)
-                else:
-                    add()
-                self._flags[index] |= _STORED
-        return layout, written, commit, elements
+        def change():
+            for step in steps:
+                step()
+        return layout, written, filled, change, elements, adds
 
     def _new_values(self, indices, targets):
         """(slots first written, soft slots filled) among ``indices`` (flags ``targets``,
@@ -774,8 +792,7 @@ class ArrayStorage:
             self._check_value_dtype(value)
         if value.ndim == 0:                                                   # 4
             raise messages.unpack_scalar(self, value.shape)
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:                                               # 5
                 self._attend()
             if indices.ndim != 1:                                             # 6
@@ -792,8 +809,6 @@ class ArrayStorage:
                     and self._add_valued(indices, value, self._written_count != size or self._soft_count):
                 return
             self._write_rows(indices, value, min_index, max_index)            # 10
-        finally:
-            self._lock.release()
 
     def _add_valued(self, indices, value, check_flags):
         """Scatter's step 10 where every slot in ``indices`` (within size) holds a value and
@@ -805,18 +820,35 @@ class ArrayStorage:
         if row_shape != self._layout.common_shape or not self._aggregatable or self._written_count == self._soft_count \
                 or (row_shape != self._accepted_shape and not is_compatible(self._element_shape, row_shape)):
             return False        # a layout whose slots share one shape adds batches of rows; no slot has a value
+        accepted = row_shape == self._accepted_shape
+        if not accepted:
+            # The element shape changes too, so the add gets an undo point: the guard's
+            # check first, on the host (the point copies the slots it names).
+            if check_flags and not flags_all_equal(self._flags, indices, _STORED):
+                return False
+            check_flags = False
+            element_shape = self._checked_element_shape(int(indices[0]), row_shape, self._element_shape)
         try:
             # A guard is checked before anything is allocated: running out of memory here
             # is the op's error, every check having passed.
             guard = (self._flags, _STORED) if check_flags else None
             add = self._layout.prepare_add_rows(indices, value, self._size, guard)
+            undo = None if accepted else self._layout.undo_point(indices, _KEEP)
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
-        if add() is False:      # allocates nothing: cannot fail half way
+        if accepted:
+            # The add is the op's one change, a single call that allocates nothing: an
+            # interrupt lands before it or after it.
+            return add() is not False
+        try:
+            added = add()
+        except BaseException:
+            undo()
+            raise
+        if added is False:
             return False
-        if row_shape != self._accepted_shape:
-            self._set_element_shape(self._checked_element_shape(int(indices[0]), row_shape, self._element_shape))
-            self._accepted_shape = row_shape
+        self._element_shape = element_shape
+        self._accepted_shape = row_shape
         return True
 
     def try_add(self, indices, value):
@@ -829,11 +861,8 @@ class ArrayStorage:
         if not self._aggregate or type(value) is not self._native_type or value.dtype is not self.dtype \
                 or not value.ndim or len(value) != len(indices) or not len(indices):
             return False
-        self._lock.acquire()
-        try:
+        with self._lock:
             return not self._attention and self._unread and self._add_valued(indices, value, True)
-        finally:
-            self._lock.release()
 
     # -- TensorArraySplitV3 --------------------------------------------------------------------
     def split(self, value, lengths):
@@ -846,8 +875,7 @@ class ArrayStorage:
         total = int(lengths.sum())
         if total != value.shape[0]:                                           # 5
             raise messages.split_total(self, total, value.shape)
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:                                               # 6
                 self._attend()
             count = len(lengths)                                              # 8
@@ -864,30 +892,26 @@ class ArrayStorage:
             else:
                 bounds = [0] + lengths.cumsum().tolist()
                 pieces = [value[bounds[i]:bounds[i + 1]] for i in range(count)]
-            self._write_rows(index_vector(range(count)), pieces, 0, count - 1)  # 12
-            if not self.is_grad:                                              # 11
-                self._marked_size = count
-        finally:
-            self._lock.release()
+            self._write_rows(index_vector(range(count)), pieces, 0, count - 1,  # 12
+                             None if self.is_grad else count)                   # 11
 
     # -- TensorArraySizeV3, TensorArrayCloseV3 -------------------------------------------------
     def current_size(self):
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:
                 self._attend()
             return self._size
-        finally:
-            self._lock.release()
 
     def close(self):
         """Drop every slot's storage and the handles of this array's gradient arrays (no
         op can reach them through a closed array: they live on only while their own
         handles do); closing twice is fine."""
+        empty, flags = new_layout(self.backend, self.dtype, owner=self.name), bytearray()
         with self._lock:
+            # Plain assignments, no call: an interrupt lands before them or after them.
             self._closed = self._attention = True
-            self._layout = new_layout(self.backend, self.dtype, owner=self.name)
-            self._flags = bytearray()
+            self._layout = empty
+            self._flags = flags
             self._grads = {}
             self._written_count = self._cleared_count = self._unmarked_reads = self._soft_count = 0
 
@@ -899,8 +923,7 @@ class ArrayStorage:
         then handed to ``register`` (storage -> handle). Locks this array's size."""
         if self.is_grad:                                                       # 1
             raise messages.grad_of_grad(self)
-        self._lock.acquire()
-        try:
+        with self._lock:
             if self._attention:                                               # 5
                 self._attend()
             prepend = () if shape_to_prepend is None else self._prepend_shape(shape_to_prepend)   # 8
@@ -914,11 +937,18 @@ class ArrayStorage:
                                     identical_element_shapes=self.identical_element_shapes,
                                     name=f"{self.name}@{source}", is_grad=True, marked_size=self._marked_size)
                 grad._copy_shapes_from(self, prepend)
-                handle = self._grads[source] = register(grad)
+                handle = register(grad)
+                # Both or neither (plain assignments): an interrupt before them leaves the
+                # gradient array to its handle alone, which dies with it.
+                self._grads[source] = handle
             self._dynamic_size = False                                         # 4
             return handle
-        finally:
-            self._lock.release()
+
+    def forget_gradient(self, source):
+        """-> the handle of the gradient array for ``source`` (None: there is none), which
+        leaves ``grads``: its gradient computation has ended (registry.end_gradient)."""
+        with self._lock:
+            return self._grads.pop(source, None)
 
     def _prepend_shape(self, shape):
         if shape.ndim != 1:
@@ -937,6 +967,18 @@ class ArrayStorage:
         self._layout = forward._layout.shapes_for_gradient(prepend, written, self.name)
         flag_view(self._flags)[written] = WRITTEN
         self._written_count = self._soft_count = len(written)
+
+
+_KEEP, _ZEROS = "keep", "zeros"     # Layout.undo_point: what slots' rows hold before a change
+
+
+def _nothing():
+    pass
+
+
+def _listed(slots):
+    """Slots (a range, a tuple, a list or a host int vector) as Python ints."""
+    return slots.tolist() if hasattr(slots, "tolist") else slots
 
 
 def _selector(indices):

@@ -13,6 +13,7 @@ value alive; a copy or a view of a recorded output is not that output.
 
 import contextlib
 import enum
+import os
 import threading
 
 import numpy as np
@@ -22,6 +23,7 @@ from .backends import backend_of, get_backend
 from .errors import FailedPreconditionError, InvalidArgumentError, shown
 from .gradients import DTYPE_ATTR, GRADIENTS, READS, WRITE_VALUE, Op
 from .host import index_vector
+from .registry import registry
 
 __all__ = ["GradientTape", "UnconnectedGradients"]
 
@@ -39,6 +41,15 @@ class UnconnectedGradients(enum.Enum):
 _local = threading.local()          # .tapes: tapes recording in this thread; .paused: depth
 _recording_lock = threading.Lock()
 _recording_count = 0                # tapes recording in any thread
+
+
+def _after_fork():
+    global _recording_lock
+    _recording_lock = threading.Lock()      # a thread holding it in the parent does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _record(op_type, inputs, outputs, dtype):
@@ -101,7 +112,8 @@ class GradientTape:
     a persistent one. Each call is its own gradient computation with its own source
     ("gradients", then "gradients_1", ...: ``sources_used`` lists them), hence its own
     gradient arrays: calling twice gives the same result twice, never a double count.
-    The gradient arrays are closed before ``gradient`` returns; the forward arrays stay
+    The gradient arrays are closed before ``gradient`` returns, and leave the forward
+    arrays' ``grads`` (registry.end_gradient), so repeated calls hold nothing; the forward arrays stay
     the caller's (their size is locked, as TensorArrayGradV3 locks it).
     """
 
@@ -277,9 +289,7 @@ class GradientTape:
                     array_flow[id(array)] = input_grads[-1]
         finally:
             for array in arrays.values():                # release this computation's grad arrays
-                grad_handle = array.grads.get(source)
-                if grad_handle is not None:
-                    raw_ops.TensorArrayCloseV3(grad_handle)
+                registry.end_gradient(array, source)
         results = [value_grads.get(id(value)) for value in sources]
         if unconnected is UnconnectedGradients.ZERO:
             results = [_zeros_like(value, backend_of_value.get(id(value))) if gradient is None else gradient

@@ -26,12 +26,21 @@ class ArrayGuard:
     """A lock (``acquire``/``release``, ``with``) that also enters ``device``, an
     object with ``activate() -> token`` (make the device current; the token restores
     the previous one), ``restore(token)``, ``current_stream()`` (a stream with
-    ``wait_event(event)``) and ``new_event()`` (an event with ``record(stream)``)."""
+    ``wait_event(event)``) and ``new_event()`` (an event with ``record(stream)``).
+
+    Interrupts (KeyboardInterrupt, asynchronous exceptions), which CPython delivers when
+    a call returns or a Python function starts: one landing in ``acquire`` after the lock
+    was taken gives it back (an RLock, whose ``_is_owned`` tells whether this thread holds
+    it, which ``acquire`` cannot say when it is interrupted itself); one landing in
+    ``release`` still releases, except at its very first instruction, where nothing runs
+    yet: the lock then stays with the interrupted thread until its next op on the array,
+    which finishes that release first (an op never runs inside another op of its array,
+    so a lock this thread holds in ``acquire`` is such a leftover)."""
 
     __slots__ = ("_lock", "_device", "_token", "_stream", "_last", "_event")
 
     def __init__(self, device):
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._device = device
         self._token = None        # what restores the caller's device (the holder's)
         self._stream = None       # the holder's stream
@@ -39,8 +48,12 @@ class ArrayGuard:
         self._event = None        # recorded after the last op's work, on its stream
 
     def acquire(self):
-        self._lock.acquire()
+        lock = self._lock
+        if lock._is_owned():
+            self.release()        # a release interrupted before it began (see the class)
         try:
+            lock.acquire()
+            self._token = None
             self._token = self._device.activate()
             stream = self._device.current_stream()
             origin = (stream, get_ident())
@@ -48,15 +61,21 @@ class ArrayGuard:
                 stream.wait_event(self._event)
             self._stream, self._last = stream, origin
         except BaseException:
-            self._lock.release()
+            if lock._is_owned():
+                try:
+                    self._device.restore(self._token)
+                finally:
+                    self._stream = None
+                    lock.release()
             raise
         return True
 
-    def release(self):
+    def release(self, *exc_info):
         try:
-            if self._event is None:
-                self._event = self._device.new_event()      # on the array's device: it is current
-            self._event.record(self._stream)
+            if self._stream is not None:
+                if self._event is None:
+                    self._event = self._device.new_event()      # on the array's device: it is current
+                self._event.record(self._stream)
         finally:
             try:
                 self._device.restore(self._token)
@@ -64,9 +83,14 @@ class ArrayGuard:
                 self._stream = None
                 self._lock.release()
 
-    def __enter__(self):
-        return self.acquire()
+    def locked(self):
+        """Whether some thread holds the lock."""
+        if self._lock._is_owned():
+            return True
+        if self._lock.acquire(blocking=False):
+            self._lock.release()
+            return False
+        return True
 
-    def __exit__(self, *exc_info):
-        self.release()
-        return False
+    __enter__ = acquire
+    __exit__ = release      # -> None: exceptions pass

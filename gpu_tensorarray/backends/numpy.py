@@ -146,14 +146,14 @@ _kept = {}
 
 
 def _release(reference):
-    del _kept[id(reference)]
+    _kept.pop(id(reference), None)
 
 
 def _readonly_root(array):
     """A 1-D array over ``array``'s (contiguous) memory that can never be made writable."""
     root = np.frombuffer(_memory_view(array.ctypes.data, array.nbytes, _PYBUF_READ), array.dtype)
     reference = weakref.ref(root.base, _release)
-    _kept[id(reference)] = reference, array
+    _kept[id(reference)] = reference, array     # (an interrupt before this drops root and reference)
     return root
 
 

@@ -38,7 +38,8 @@ def snapshot(handle):
         value = None
         if state.has_value:
             row = np.ascontiguousarray(host(state.value))
-            value = (row.dtype.str, row.shape, row.tobytes())
+            # (strings: their values, not the pointers of an object array)
+            value = (row.dtype.str, row.shape, repr(row.tolist()) if row.dtype.hasobject else row.tobytes())
         slots.append((state.written, state.read, state.cleared, state.has_value, state.shape, value))
     return (array.size, array.element_shape, array.closed, array.marked_size, array.dynamic_size,
             tuple(sorted(array.grads)), tuple(slots))
