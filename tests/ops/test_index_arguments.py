@@ -5,7 +5,7 @@ np.signedinteger and np.bool_ is a number to NumPy, but neither is an index."""
 import numpy as np
 import pytest
 
-from gpu_tensorarray import errors
+from gpu_tensorarray import errors, to_numpy
 from gpu_tensorarray import raw_ops as ro
 
 INT_TYPES = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.intc, np.longlong]
@@ -23,7 +23,7 @@ def test_every_numpy_integer_scalar_is_an_index(backend, int_type):
         ro.TensorArrayWriteV3(handle=handle, index=int_type(index), value=np.full(2, index, np.float32), flow_in=flow)
     for index in range(4):       # read back through Python ints: the reference
         value = ro.TensorArrayReadV3(handle=handle, index=int_type(index), flow_in=flow, dtype="float32")
-        assert np.array_equal(np.asarray(value), np.full(2, index, np.float32))
+        assert np.array_equal(to_numpy(value), np.full(2, index, np.float32))
         assert type(ro.TensorArrayReadV3(handle=handle, index=index, flow_in=flow, dtype="float32")) is type(value)
 
 
