@@ -194,6 +194,8 @@ class ArrayStorage:
             return self._layout.convert(value)
         except InvalidArgumentError as error:
             raise messages.converted(self, error) from None
+        except ResourceExhaustedError as error:     # a device copy of the value (a GPU)
+            raise messages.out_of_memory(self, error) from None
 
     def _value(self, value):
         value = self._converted(value)
