@@ -42,7 +42,7 @@ class ArrayGuard:
     def __init__(self, device):
         self._lock = threading.RLock()
         self._device = device
-        self._token = None        # what restores the caller's device (the holder's)
+        self._token = None        # what restores the caller's device (the holder's; None: nothing)
         self._stream = None       # the holder's stream
         self._last = None         # (stream, thread) of the last op; keeps that stream alive
         self._event = None        # recorded after the last op's work, on its stream
@@ -53,7 +53,6 @@ class ArrayGuard:
             self.release()        # a release interrupted before it began (see the class)
         try:
             lock.acquire()
-            self._token = None
             self._token = self._device.activate()
             stream = self._device.current_stream()
             origin = (stream, get_ident())
@@ -65,7 +64,7 @@ class ArrayGuard:
                 try:
                     self._device.restore(self._token)
                 finally:
-                    self._stream = None
+                    self._stream = self._token = None
                     lock.release()
             raise
         return True
@@ -80,7 +79,7 @@ class ArrayGuard:
             try:
                 self._device.restore(self._token)
             finally:
-                self._stream = None
+                self._stream = self._token = None
                 self._lock.release()
 
     def locked(self):

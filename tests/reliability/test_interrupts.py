@@ -15,6 +15,7 @@ agreement with its flags (interrupt_util.consistency).
 """
 
 import ctypes
+import os
 import random
 import signal
 import sys
@@ -24,11 +25,9 @@ import time
 import numpy as np
 import pytest
 
-import gpu_tensorarray as gta
 from gpu_tensorarray import errors
-from gpu_tensorarray import raw_ops as ro
 from gpu_tensorarray.registry import registry
-from interrupt_util import Interrupt, consistency, lock_held, state
+from interrupt_util import PACKAGE, Interrupt, consistency, lock_held, state
 from op_cases import OP_CASES
 from ta_conformance_util import close, f32, gather, grad, host, new, read, scatter, size, split, write
 
@@ -191,3 +190,264 @@ def test_an_interrupt_at_any_point_leaves_the_array_before_or_after(backend, nam
     assert points > 0
     assert not failures, f"{name}: {len(failures)} of {points} interrupt points broke the array:\n" + \
         "\n".join(f"  point {at} ({where}): {what}" for at, where, what in failures[:10])
+
+
+# -- 2. real signals at random moments ------------------------------------------------------------
+_TRIALS = 150
+
+
+def _random_ops(rng, handles):
+    """Random ops on ``handles`` (forward, its gradient array, a dynamic array) until interrupted."""
+    forward, g, dynamic = handles
+    next_index = 0
+    for _ in range(100_000):
+        kind = rng.randrange(8)
+        try:
+            if kind == 0:
+                write(forward, rng.randrange(12), f32(rng.random() * np.ones(2)))
+            elif kind == 1:
+                read(forward, rng.randrange(12))
+            elif kind == 2:
+                scatter(g, np.array([rng.randrange(12) for _ in range(10)]), f32(np.ones((10, 2))))
+            elif kind == 3:
+                gather(forward, np.arange(12))
+            elif kind == 4:
+                write(dynamic, next_index, f32([next_index, 1]))
+                next_index += 1
+            elif kind == 5:
+                scatter(dynamic, np.arange(next_index, next_index + 9), f32(np.ones((9, 2))))
+                next_index += 9
+            elif kind == 6:
+                gather(dynamic, range(size(dynamic)))
+            else:
+                split(new(0, "float32", dynamic_size=True)[0], f32(np.ones((6, 2))), [2, 1, 3])
+        except errors.OpError:
+            pass                        # an op's own error (a slot read twice, ...): fine here
+
+
+def _fresh_handles():
+    forward, _ = new(12, "float32", element_shape=[2], clear_after_read=False)
+    scatter(forward, np.arange(12), f32(np.arange(24).reshape(12, 2)))
+    g = grad(forward)
+    scatter(g, np.arange(12), f32(np.ones((12, 2))))
+    dynamic, _ = new(0, "float32", dynamic_size=True, element_shape=[2])
+    return forward, g, dynamic
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs signal.setitimer")
+def test_random_interrupts_over_loops_of_ops(backend):
+    """SIGALRM at a random moment, its handler raising KeyboardInterrupt exactly as SIGINT's
+    default handler does (signal.default_int_handler), over endless random ops."""
+    rng = random.Random(24)
+    armed = [False]
+
+    def interrupt(signum, frame):
+        if armed[0]:
+            armed[0] = False
+            signal.default_int_handler(signum, frame)       # raises KeyboardInterrupt
+
+    def lost(report):
+        # An interrupt that lands in a callback (a weak reference's) is lost: Python
+        # reports it as "ignored", as it does outside tests. The next tick tries again.
+        if isinstance(report.exc_value, KeyboardInterrupt):
+            armed[0] = True
+        else:
+            sys.__unraisablehook__(report)
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    unraisable, sys.unraisablehook = sys.unraisablehook, lost
+    inside = 0
+    try:
+        for _ in range(_TRIALS):
+            handles = _fresh_handles()
+            armed[0] = True
+            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.004), 0.002)
+            try:
+                _random_ops(rng, handles)
+                pytest.fail("no interrupt came")
+            except KeyboardInterrupt as interrupt:
+                tb = interrupt.__traceback__
+                while tb is not None and not tb.tb_frame.f_code.co_filename.startswith(PACKAGE):
+                    tb = tb.tb_next
+                inside += tb is not None
+            finally:
+                armed[0] = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            for handle in handles:
+                array = registry.lookup(handle)
+                assert not consistency(array), (handle.name, consistency(array))
+                size(handle)                    # usable: its lock is free
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+        sys.unraisablehook = unraisable
+    assert inside > _TRIALS // 10, f"only {inside} of {_TRIALS} interrupts landed inside an op"
+    RANDOM_TOTALS[backend.name] = (_TRIALS, inside)
+
+
+RANDOM_TOTALS = {}
+
+
+# -- 3. asynchronous exceptions into worker threads ---------------------------------------------
+def _async_raise(thread, exception):
+    return ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exception))
+
+
+def test_asynchronous_exceptions_into_worker_threads(backend):
+    """Worker threads run ops on one shared array, some waiting for its lock (a holder
+    thread keeps taking it); the main thread raises KeyboardInterrupt in them at random.
+    No thread may hang, and the array ends consistent with a free lock."""
+    rng = random.Random(2024)
+    handle, _ = new(0, "float32", dynamic_size=True, element_shape=[2], clear_after_read=False)
+    array = registry.lookup(handle)
+    stop = threading.Event()
+    caught = [0]
+
+    def worker(k):
+        index = k
+        while not stop.is_set():
+            try:
+                write(handle, index, f32([index, k]))
+                index += 4
+                read(handle, index - 4)
+                gather(handle, range(size(handle)))
+            except KeyboardInterrupt:
+                caught[0] += 1
+            except errors.OpError:
+                index += 4              # the interrupted write finished: the slot is written
+
+    def holder():
+        while not stop.is_set():
+            try:
+                with array._lock:
+                    time.sleep(0.0005)
+                time.sleep(0.0005)
+            except KeyboardInterrupt:
+                caught[0] += 1
+
+    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(3)]
+    threads.append(threading.Thread(target=holder, daemon=True))
+    for thread in threads:
+        thread.start()
+    sent = 0
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        sent += _async_raise(rng.choice(threads), KeyboardInterrupt)
+        time.sleep(rng.uniform(0, 0.002))
+    time.sleep(0.05)
+    stop.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    alive = [thread for thread in threads if thread.is_alive()]
+    assert not alive, f"{len(alive)} threads hang (a lock left held?)"
+    assert not consistency(array), consistency(array)
+    written = gather(handle, range(size(handle)))
+    assert host(written).shape == (size(handle), 2)
+    assert sent > 100, sent
+    ASYNC_TOTALS[backend.name] = (sent, caught[0])
+
+
+ASYNC_TOTALS = {}
+
+
+# -- 4. a fork while another thread is inside an op ---------------------------------------------
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_thread_holds_locks_finishes(backend):
+    busy, _ = new(3, "float32", element_shape=[2])
+    idle, _ = new(3, "float32", element_shape=[2])
+    write(idle, 0, f32([1, 2]))
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with registry.lookup(busy)._lock, registry._lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert held.wait(10)
+    pid = os.fork()
+    if pid == 0:                                    # the child: report by exit code, never return
+        code = 10
+        try:
+            assert (host(read(idle, 0)) == [1, 2]).all()
+            code = 11
+            write(idle, 1, f32([3, 4]))
+            code = 12
+            try:
+                write(busy, 0, f32([1, 2]))
+            except errors.AbortedError as error:
+                assert busy.name in str(error) and "forked" in str(error)
+                code = 13
+                fresh, _ = new(2, "float32")        # the registry's lock was held too
+                write(fresh, 0, f32([5]))
+                code = 0
+        finally:
+            os._exit(code)
+    release.set()
+    thread.join(10)
+    deadline = time.monotonic() + 60
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.02)
+    assert os.waitstatus_to_exitcode(status) == 0, f"the child failed at step {os.waitstatus_to_exitcode(status)}"
+    write(busy, 0, f32([1, 2]))                     # the parent's arrays are as they were
+
+
+# -- 5. the device lock (the cupy backend's), over a fake device ----------------------------------
+class _FakeDevice:
+    def __init__(self):
+        self.current, self.log = 0, []
+
+    def activate(self):
+        previous, self.current = self.current, 1
+        return previous
+
+    def restore(self, previous):
+        if previous is not None:            # None: nothing to restore (as the cupy backend's)
+            self.current = previous
+
+    def current_stream(self):
+        return self
+
+    def wait_event(self, event):
+        self.log.append("wait")
+
+    def new_event(self):
+        return self
+
+    def record(self, stream):
+        self.log.append("record")
+
+
+def test_an_interrupt_in_the_device_lock_never_keeps_it():
+    from gpu_tensorarray.backends.device_guard import ArrayGuard
+
+    at, held_after = 0, []
+    while True:
+        at += 1
+        device = _FakeDevice()
+        guard = ArrayGuard(device)
+        interrupt = Interrupt(at)
+
+        def op():
+            with guard:
+                device.log.append("op")
+
+        if not interrupt.run(op):
+            break
+        if guard.locked():
+            held_after.append(interrupt.where)
+        with guard:                                 # the same thread's next op: never blocks
+            pass
+        assert not guard.locked() and device.current == 0, interrupt.where
+    assert at > 5
+    # Left held only by an interrupt at the first instruction of release (or as acquire
+    # returns, where CPython 3.11+ delivers none), until that thread's next op.
+    assert all(where.startswith(("call", "return")) and ("release" in where or "acquire" in where)
+               for where in held_after), held_after
