@@ -95,7 +95,7 @@ class ArrayStorage:
         # per-step container does, and names them to whoever asks (``grads``).
         self._grads = {}
         # The one place an op's device work is put on the array's device and ordered
-        # across streams: the backend's lock (backends/device_guard.py; a plain lock on the CPU).
+        # across streams: the backend's lock (backends/device_guard.py; a plain RLock on the CPU).
         self._lock = backend.array_lock()
         self._accepted_shape = None                 # a value shape known to need no element-shape work
         self._forked_busy = False                   # another thread was inside an op at a fork: after_fork
