@@ -93,7 +93,7 @@ class ArrayStorage:
         # per-step container does, and names them to whoever asks (``grads``).
         self._grads = {}
         # The one place an op's device work is put on the array's device and ordered
-        # across streams: the backend's lock (backends/device_guard.py; a plain lock on the CPU).
+        # across streams: the backend's lock (backends/device_guard.py; a plain RLock on the CPU).
         self._lock = backend.array_lock()
         self._accepted_shape = None                 # a value shape known to need no element-shape work
         self._forked_busy = False                   # another thread was inside an op at a fork: after_fork
@@ -132,6 +132,10 @@ class ArrayStorage:
     # check and no call. Never ``acquire()`` then ``try:``: CPython delivers a pending
     # KeyboardInterrupt or asynchronous exception when ``acquire()`` returns, outside the
     # ``try``, and the lock would stay held; a ``with`` block's exit runs whatever comes.
+    # Write and Read, the hot paths, spell it out for speed (``with`` costs more than the
+    # lock): ``acquire()`` inside the ``try``, and a ``release()`` that, the lock being an
+    # RLock (Backend.array_lock), refuses with RuntimeError a lock this thread never got
+    # (an interrupt while ``acquire()`` waited) instead of releasing another thread's.
     def _attend(self, check_closed=True):
         """Settle a stack's pending read marks; fail if the array is closed (where
         TensorFlow checks that first: ``check_closed``). Runs under the lock."""
@@ -153,7 +157,14 @@ class ArrayStorage:
         """In a child process (os.register_at_fork, registry.py): a fresh lock. If another
         thread held the old one, its op stopped wherever it was when the process forked
         (that thread does not exist here): every later op fails with AbortedError."""
-        if self._lock.locked():
+        lock = self._lock
+        if hasattr(lock, "locked"):                 # (a device guard; RLock has none before 3.14)
+            busy = lock.locked()
+        else:
+            busy = not lock.acquire(blocking=False)
+            if not busy:
+                lock.release()
+        if busy:
             self._forked_busy = self._attention = True
         self._lock = self.backend.array_lock()
 
@@ -211,7 +222,9 @@ class ArrayStorage:
         if value.dtype is not self.dtype:                                     # 3
             self._check_value_dtype(value)
         shape = value.shape
-        with self._lock:
+        lock = self._lock
+        try:        # (the hot path's form of ``with self._lock``: see "every op's prologue")
+            lock.acquire()
             if self._attention:                                               # 4
                 self._attend()
             size = self._size
@@ -222,7 +235,8 @@ class ArrayStorage:
             else:
                 flags = 0
             layout = self._layout
-            if not flags and shape == self._accepted_shape and index < layout.capacity and index < len(self._flags):
+            if not flags and shape == self._accepted_shape and index < layout.capacity \
+                    and (index < size or index < len(self._flags)):
                 # The common case: a first write of a shape the slab holds, to a row it has.
                 # Plain assignments, no call: an interrupt lands before them or after them.
                 layout.slab[index] = value
@@ -237,6 +251,11 @@ class ArrayStorage:
             if flags:                                                         # 8-10
                 self._check_slot(index, shape, flags, self._layout.slot_shape(index))
             self._store(index, value, flags, element_shape)                   # 6, 10-11
+        finally:
+            try:
+                lock.release()
+            except RuntimeError:
+                pass            # not this thread's: interrupted while it waited for it
 
     def _store(self, index, value, flags, element_shape):
         """Store or aggregate one checked value, growing a dynamic array to hold it."""
@@ -313,7 +332,9 @@ class ArrayStorage:
         """docs/semantics.md §2.3 steps 3-9 (the index is a host int)."""
         if dtype is not self.dtype:                                            # 3
             self.check_requested_dtype(dtype)
-        with self._lock:
+        lock = self._lock
+        try:        # (the hot path's form of ``with self._lock``: see "every op's prologue")
+            lock.acquire()
             if self._attention:                                               # 4
                 self._attend()
             size = self._size
@@ -333,6 +354,11 @@ class ArrayStorage:
             elif index < 0 or not self.is_grad:                               # 5
                 raise messages.read_bounds(self, index, size)
             return self._read_slot(index)                                    # 6-9
+        finally:
+            try:
+                lock.release()
+            except RuntimeError:
+                pass            # not this thread's: interrupted while it waited for it
 
     def _read_slot(self, index):
         """A read that makes soft zeros, grows a gradient array or fails as cleared: a

@@ -124,8 +124,11 @@ class Backend:
     def array_lock(self):
         """The lock every operation of one array runs under (storage.py). A device
         backend's also makes the array's device current and orders the array's work
-        across streams (device_guard.ArrayGuard); on the CPU, a plain lock."""
-        return threading.Lock()
+        across streams (device_guard.ArrayGuard); on the CPU, a plain RLock: one that
+        knows its owner, so that a release after an interrupted acquire refuses
+        (RuntimeError) rather than release another thread's hold (storage.py, "every
+        op's prologue"). No op runs inside another op of its array."""
+        return threading.RLock()
 
     def copy(self, array):
         """A new array with ``array``'s values, on this backend's device."""

@@ -70,17 +70,22 @@ class ArrayGuard:
         return True
 
     def release(self, *exc_info):
+        owned = True                # (an interrupt as ``_is_owned`` returns leaves it so)
         try:
-            if self._stream is not None:
+            owned = self._lock._is_owned()
+            if owned and self._stream is not None:
                 if self._event is None:
                     self._event = self._device.new_event()      # on the array's device: it is current
                 self._event.record(self._stream)
         finally:
-            try:
-                self._device.restore(self._token)
-            finally:
-                self._stream = self._token = None
-                self._lock.release()
+            if owned:
+                try:
+                    self._device.restore(self._token)
+                finally:
+                    self._stream = self._token = None
+                    self._lock.release()
+        if not owned:               # as an RLock's: never another thread's (storage.py)
+            raise RuntimeError("cannot release un-acquired lock")
 
     def locked(self):
         """Whether some thread holds the lock."""

@@ -466,7 +466,7 @@ def test_a_failing_op_still_releases_the_array_and_the_device(double, runtime):
 
 
 def test_cpu_backends_keep_a_plain_lock():
-    lock_type = type(threading.Lock())
+    lock_type = type(threading.RLock())        # plain, and knows its owner (storage.py)
     assert type(gta.backends.get_backend("cpu").array_lock()) is lock_type
 
 

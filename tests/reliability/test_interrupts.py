@@ -281,10 +281,6 @@ def test_random_interrupts_over_loops_of_ops(backend):
         signal.signal(signal.SIGALRM, previous)
         sys.unraisablehook = unraisable
     assert inside > _TRIALS // 10, f"only {inside} of {_TRIALS} interrupts landed inside an op"
-    RANDOM_TOTALS[backend.name] = (_TRIALS, inside)
-
-
-RANDOM_TOTALS = {}
 
 
 # -- 3. asynchronous exceptions into worker threads ---------------------------------------------
@@ -343,10 +339,6 @@ def test_asynchronous_exceptions_into_worker_threads(backend):
     written = gather(handle, range(size(handle)))
     assert host(written).shape == (size(handle), 2)
     assert sent > 100, sent
-    ASYNC_TOTALS[backend.name] = (sent, caught[0])
-
-
-ASYNC_TOTALS = {}
 
 
 # -- 4. a fork while another thread is inside an op ---------------------------------------------

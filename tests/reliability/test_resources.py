@@ -348,3 +348,39 @@ def test_cycles_of_every_op_and_of_failing_ops_do_not_grow_memory(backend):
 
     # About ten times the work of a plain cycle (and kernel launches on emulated).
     _assert_no_growth(cycle, CYCLES[backend.name] // 25, traced=1_000, traced_warmup=200)
+
+
+# -- repeated gradient computations hold nothing (issue 24) ----------------------------------------
+def test_repeated_tape_gradients_leave_no_gradient_arrays_behind(backend):
+    """Each tape.gradient() is its own computation with its own gradient array; it ends
+    closed and gone from the forward array's ``grads``, so the bookkeeping is flat."""
+    with gta.GradientTape(persistent=True) as tape:
+        handle, flow = ro.TensorArrayV3(3, "float32", element_shape=[2], clear_after_read=False)
+        x = np.arange(6, dtype=np.float32).reshape(3, 2)
+        ro.TensorArrayScatterV3(handle, [0, 1, 2], x, flow)
+        y = ro.TensorArrayGatherV3(handle, [2, 0, 2], flow, "float32")
+    forward = registry.lookup(handle)
+    expected = np.array([[1, 1], [0, 0], [2, 2]], np.float32)      # a Python count of the gathers
+    before = baseline()
+    sizes = registry_sizes()
+    for _ in range(300):
+        assert_same(tape.gradient(y, x), expected)
+        assert dict(forward.grads) == {}
+    gc.collect()
+    assert delta(before)[:2] == (0, 0)
+    assert registry_sizes() == sizes
+
+
+def test_end_gradient_closes_and_forgets_but_close_keeps_tensorflows_answer(backend):
+    handle, flow = ro.TensorArrayV3(2, "float32", element_shape=[2])
+    forward = registry.lookup(handle)
+    closed = grad(handle, "gradients")
+    close(closed)
+    assert grad(handle, "gradients") is closed              # TensorFlow returns it, closed
+    with raises(errors.InvalidArgumentError, CLOSED.format(name=closed.name)):
+        write(closed, 0, np.ones(2, np.float32))
+    ended = grad(handle, "gradients_1")
+    registry.end_gradient(forward, "gradients_1")
+    assert ended.array.closed and "gradients_1" not in forward.grads
+    fresh = grad(handle, "gradients_1")                      # a later computation of that name starts afresh
+    assert fresh is not ended and not fresh.array.closed
