@@ -33,6 +33,7 @@ import torch
 from torch.autograd import Function
 
 from .. import raw_ops
+from ..registry import registry
 from ..errors import InvalidArgumentError
 from .crossing import cuda_scope, to_torch, unsupported_transform
 
@@ -149,8 +150,10 @@ def _end_pass(task):
     with _passes_lock:
         backward_pass = _passes.pop(task, None)
     if backward_pass is not None:
-        for grad_handle in backward_pass.grads.values():
-            raw_ops.TensorArrayCloseV3(grad_handle)
+        # Closed and out of the forward array's grads: each pass has a fresh source, so a
+        # graph run backward many times (retain_graph) would otherwise pile them up.
+        for (root, path) in backward_pass.grads:
+            registry.end_gradient(registry.lookup(root), path + backward_pass.source)
 
 
 def _grad_array(ctx, flow, create):

@@ -13,6 +13,11 @@ from gpu_tensorarray.testing import import_torch
 
 torch = import_torch()
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
+from torch._dynamo import trace_rules  # noqa: E402
+
+# CuPy's arrays are compiled code, which Dynamo runs rather than traces; the CuPy stand-in
+# (tests/cupy_standin.py) is Python, so it is skipped to stay as opaque as the real one.
+trace_rules.add("cupy_standin")
 
 F64 = torch.float64
 
