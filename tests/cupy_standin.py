@@ -1126,6 +1126,16 @@ def _cuda_getattr(name):
 cuda.__getattr__ = _cuda_getattr
 
 
+def __getattr__(name):
+    # CuPy's own compiler code imports cupy as it runs and reads private modules of it
+    # (cupy._environment, cupy._util): those come from the real CuPy. Public names the
+    # stand-in lacks stay missing, so the backend cannot use an unmodelled API.
+    real = _REAL.get("modules", {}).get("cupy")
+    if name.startswith("_") and not name.startswith("__") and real is not None:
+        return getattr(real, name)
+    raise AttributeError(f"module 'cupy' has no attribute {name!r} (not modelled by the CuPy stand-in)")
+
+
 def reset():
     """Counters to zero, both pools' limits off, device 0 and the null stream current."""
     counters.reset()

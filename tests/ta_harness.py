@@ -104,13 +104,34 @@ class LibrarySide(Side):
         self.array_type = getattr(backend, "array_type", None)
 
     def invoke(self, op, kwargs):
-        return getattr(self.raw_ops, op)(**kwargs)
+        result = getattr(self.raw_ops, op)(**kwargs)
+        # Size and concat's lengths are host memory, as TensorFlow's (HostMemory): NumPy.
+        if op == "TensorArraySizeV3":
+            return _host_output(result)
+        if op == "TensorArrayConcatV3":
+            return result._replace(lengths=_host_output(result.lengths))
+        return result
 
     def to_numpy(self, value):
+        if isinstance(value, _HostOutput):
+            return value.array
         if self.array_type is not None and not isinstance(value, self.array_type):
             raise Mismatch(f"library output {value!r} is a {type(value).__name__}, not the backend's "
                            f"{self.array_type.__name__}")
         return self._to_numpy(value)
+
+
+class _HostOutput:
+    """An output that lives in host memory on every backend (checked to be NumPy)."""
+
+    def __init__(self, array):
+        self.array = array
+
+
+def _host_output(value):
+    if type(value) is not np.ndarray:
+        raise Mismatch(f"library output {value!r} is a {type(value).__name__}, not a host (NumPy) array")
+    return _HostOutput(value)
 
 
 # -- entries, names ---------------------------------------------------------------------------
