@@ -46,6 +46,7 @@ SIZES = {
     "tape": {"steps": 1000, "width": 64},
     "memory": {"steps": 100000, "width": 64},
     "torch_rnn": {"steps": 20, "batch": 16},
+    "torch_elman": {"steps": (20, 200), "batch": 16},
 }
 
 # The same rows at sizes that run in well under a second (the CLI's own test).
@@ -59,6 +60,7 @@ TINY_SIZES = {
     "tape": {"steps": 10, "width": 8},
     "memory": {"steps": 1000, "width": 8},
     "torch_rnn": {"steps": 3, "batch": 2},
+    "torch_elman": {"steps": (3,), "batch": 2},
 }
 
 _F32 = np.dtype("float32")
@@ -651,6 +653,30 @@ def torch_rnn_step(steps, batch):
     return {"ours": build(True), "torch": build(False)}
 
 
+def torch_elman_step(steps, batch):
+    """One training step of bench/torch_elman.py's Elman RNN (hidden 32, 4 features, float32,
+    T=``steps``): "ours" unstacks its inputs into a gpu_tensorarray.torch TensorArray, reads
+    them step by step and writes its states to another, stacked for the loss; "torch" is the
+    same model with a Python list and torch.stack."""
+    def build(tensor_arrays):
+        def make(backend, peer):
+            from . import torch_elman
+            torch = torch_elman.torch
+            torch.manual_seed(0)
+            where = _rnn_example().torch_device(backend)
+            model = torch_elman.Elman().to(where)
+            x = torch.randn(steps, batch, torch_elman.FEATURES).to(where)
+            forward = model if tensor_arrays else model.forward_list
+
+            def run():
+                with device(backend):
+                    model.zero_grad(set_to_none=True)
+                    torch_elman.loss_of(forward(x)).backward()
+            return Case(run, None, 1, None)
+        return make
+    return {"ours": build(True), "torch": build(False)}
+
+
 # -- peers' arrays --------------------------------------------------------------------------------
 def _peer_array(peer, host):
     """``host`` as the peer's array, on the peer's device."""
@@ -709,6 +735,12 @@ def _tape_cases(sizes):
     yield f"T={loop['steps']} {_shape(loop['width'])}", dict(loop)
 
 
+def _torch_elman_cases(sizes):
+    elman = sizes["torch_elman"]
+    for steps in elman["steps"]:
+        yield f"Elman T={steps} batch {elman['batch']}", {"steps": steps, "batch": elman["batch"]}
+
+
 def _torch_rnn_cases(sizes):
     rnn = sizes["torch_rnn"]
     yield f"GRU T={rnn['steps']} batch {rnn['batch']}", dict(rnn)
@@ -737,6 +769,7 @@ OPS = {
     "tape": Op(tape_loop, _tape_cases, ("ours",), ()),
     "memory": Op(dynamic_growth_memory, _memory_cases, ("ours",), ()),
     "torch_rnn": Op(torch_rnn_step, _torch_rnn_cases, ("ours", "torch"), (), requires="torch"),
+    "torch_elman": Op(torch_elman_step, _torch_elman_cases, ("ours", "torch"), (), requires="torch"),
 }
 
 
