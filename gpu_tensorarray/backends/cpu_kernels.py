@@ -32,7 +32,7 @@ def _load():
 
 
 _adds, _module = None, None
-_by_dtype = {}      # dtype -> its add or None, filled on use (dtype.name is a slow property)
+_by_dtype: dict = {}      # dtype -> its add or None, filled on use (dtype.name is a slow property)
 
 
 def reset():
