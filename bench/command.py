@@ -114,11 +114,11 @@ def run_bench(args):
         raise UsageError("--repeat needs a count of at least 1")
     if args.threads is not None and args.threads < 1:
         raise UsageError("--threads needs a count of at least 1")
+    rows = _selected(args)          # first: a bad --only is an error before anything loads
     try:
         backend = get_backend(args.backend)
     except errors.OpError as error:
         raise UsageError(f"--backend {args.backend}: {str(error).splitlines()[0]}") from None
-    rows = _selected(args)
     limits = contextlib.nullcontext()
     if args.threads:
         # Before torch or TensorFlow load: OpenMP and MKL read these at start-up.
