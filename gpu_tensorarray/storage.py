@@ -826,14 +826,18 @@ class ArrayStorage:
         if row_shape != self._layout.common_shape or not self._aggregatable or self._written_count == self._soft_count \
                 or (row_shape != self._accepted_shape and not is_compatible(self._element_shape, row_shape)):
             return False        # a layout whose slots share one shape adds batches of rows; no slot has a value
-        accepted = row_shape == self._accepted_shape
+        element_shape = self._element_shape
+        if row_shape != self._accepted_shape:
+            element_shape = self._checked_element_shape(int(indices[0]), row_shape, element_shape)
+        # Only a changing element shape makes the add one of two changes; the accepted
+        # shape is a cache, which an interrupt may leave unset.
+        accepted = element_shape == self._element_shape
         if not accepted:
             # The element shape changes too, so the add gets an undo point: the guard's
             # check first, on the host (the point copies the slots it names).
             if check_flags and not flags_all_equal(self._flags, indices, _STORED):
                 return False
             check_flags = False
-            element_shape = self._checked_element_shape(int(indices[0]), row_shape, self._element_shape)
         try:
             # A guard is checked before anything is allocated: running out of memory here
             # is the op's error, every check having passed.
@@ -845,7 +849,10 @@ class ArrayStorage:
         if accepted:
             # The add is the op's one change, a single call that allocates nothing: an
             # interrupt lands before it or after it.
-            return add() is not False
+            if add() is False:
+                return False
+            self._accepted_shape = row_shape
+            return True
         try:
             added = add()
         except BaseException:
