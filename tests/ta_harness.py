@@ -37,6 +37,8 @@ _PAIRS = {  # ops with several outputs -> TF's output names
     "TensorArrayConcatV3": ("value", "lengths"),
 }
 _HANDLE_FIELDS = ("handle", "grad_handle")
+# Outputs in host memory, as TensorFlow's (HostMemory): NumPy on every backend.
+_HOST_OUTPUTS = {("TensorArraySizeV3", None), ("TensorArrayConcatV3", "lengths")}
 
 
 class Side:
@@ -54,7 +56,7 @@ class Side:
     def handle_name(self, handle):
         return handle.name
 
-    def to_numpy(self, value):
+    def to_numpy(self, value, host=False):
         return np.asarray(value)
 
     def call(self, op, kwargs):
@@ -66,13 +68,13 @@ class Side:
             return None if out is None else ("array", self.to_numpy(out))
         fields = _PAIRS.get(op)
         if fields is None:
-            return ("array", self.to_numpy(out))
+            return ("array", self.to_numpy(out, (op, None) in _HOST_OUTPUTS))
         items = []
         for field, item in zip(fields, tuple(out)):
             if field in _HANDLE_FIELDS:
                 items.append(("handle", self.handle_name(item), item))
             else:
-                items.append(("array", self.to_numpy(item)))
+                items.append(("array", self.to_numpy(item, (op, field) in _HOST_OUTPUTS)))
         return ("tuple", getattr(out, "_fields", None), items)
 
     def message(self, error):
@@ -91,7 +93,8 @@ class ModelSide(Side):
 
 class LibrarySide(Side):
     """gpu_tensorarray.raw_ops; outputs are backend arrays, compared via to_numpy.
-    With ``backend`` given, every array output must be of that backend's array type."""
+    With ``backend`` given, every array output must be of that backend's array type,
+    except the host-memory ones (_HOST_OUTPUTS), which must be NumPy arrays."""
 
     exact_messages = False
     label = "library"
@@ -106,7 +109,11 @@ class LibrarySide(Side):
     def invoke(self, op, kwargs):
         return getattr(self.raw_ops, op)(**kwargs)
 
-    def to_numpy(self, value):
+    def to_numpy(self, value, host=False):
+        if host and self.array_type is not None:
+            if type(value) is not np.ndarray:
+                raise Mismatch(f"library output {value!r} is a {type(value).__name__}, not a host NumPy array")
+            return value
         if self.array_type is not None and not isinstance(value, self.array_type):
             raise Mismatch(f"library output {value!r} is a {type(value).__name__}, not the backend's "
                            f"{self.array_type.__name__}")

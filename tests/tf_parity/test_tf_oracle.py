@@ -79,7 +79,7 @@ class TFSide(Side):
     def handle_name(self, handle):
         return _HANDLE_NAME.search(repr(handle)).group(2)
 
-    def to_numpy(self, value):
+    def to_numpy(self, value, host=False):
         return value.numpy()
 
 
