@@ -49,12 +49,13 @@ _VECTOR_PLAN_BYTES = 40   # host bytes per index that _plan_reads_vector's tempo
 
 
 class ArrayStorage:
-    """The resource behind a handle. All methods run under the array's lock, which
-    the backend makes: on a GPU, holding it makes the array's device current and
-    orders its device work across streams (``Backend.array_lock``)."""
+    """The resource behind a handle. All methods run under the array's lock (a C
+    lock, ``Backend.array_lock``) and, inside it, its device step: on a GPU, that makes
+    the array's device current and orders its device work across streams
+    (``Backend.array_device``)."""
 
-    __slots__ = ("dtype", "clear_after_read", "_size", "_dynamic_size", "_flags", "_lock", "_attention", "_layout",
-                 "_accepted_shape", "_written_count", "_cleared_count", "_unread", "__dict__", "__weakref__")
+    __slots__ = ("dtype", "clear_after_read", "_size", "_dynamic_size", "_flags", "_lock", "_on_device", "_attention",
+                 "_layout", "_accepted_shape", "_written_count", "_cleared_count", "_unread", "__dict__", "__weakref__")
 
     def __init__(self, backend, dtype, size, element_shape, dynamic_size, clear_after_read,
                  identical_element_shapes, name, is_grad=False, marked_size=-1):
@@ -93,8 +94,10 @@ class ArrayStorage:
         # per-step container does, and names them to whoever asks (``grads``).
         self._grads = {}
         # The one place an op's device work is put on the array's device and ordered
-        # across streams: the backend's lock (backends/device_guard.py; a plain RLock on the CPU).
+        # across streams: the backend's device step, entered under the C lock
+        # (backends/device_guard.py; on the CPU, a C-level no-op).
         self._lock = backend.array_lock()
+        self._on_device = backend.array_device()
         self._accepted_shape = None                 # a value shape known to need no element-shape work
         self._forked_busy = False                   # another thread was inside an op at a fork: after_fork
 
@@ -117,7 +120,7 @@ class ArrayStorage:
 
     def slot_state(self, index):
         """Slot ``index`` (0 <= index < size) as a SlotState: for tests and debugging."""
-        with self._lock:
+        with self._lock, self._on_device:
             if self._attention:
                 self._attend()
             flags = self._flags[index]
@@ -127,15 +130,11 @@ class ArrayStorage:
                              bool(flags & VALUE), shape, value)
 
     # -- every op's prologue ---------------------------------------------------------------------
-    # Each op runs ``with self._lock:``, then ``if self._attention: self._attend()``. One flag
-    # answers "closed, or a stack's read marks wait?", so the common case costs one attribute
-    # check and no call. Never ``acquire()`` then ``try:``: CPython delivers a pending
+    # Each op runs ``with self._lock, self._on_device:``, then ``if self._attention:
+    # self._attend()``. One flag answers "closed, or a stack's read marks wait?", so the
+    # common case costs one attribute check and no call. Never ``acquire()`` then ``try:``: CPython delivers a pending
     # KeyboardInterrupt or asynchronous exception when ``acquire()`` returns, outside the
     # ``try``, and the lock would stay held; a ``with`` block's exit runs whatever comes.
-    # Write and Read, the hot paths, spell it out for speed (``with`` costs more than the
-    # lock): ``acquire()`` inside the ``try``, and a ``release()`` that, the lock being an
-    # RLock (Backend.array_lock), refuses with RuntimeError a lock this thread never got
-    # (an interrupt while ``acquire()`` waited) instead of releasing another thread's.
     def _attend(self, check_closed=True):
         """Settle a stack's pending read marks; fail if the array is closed (where
         TensorFlow checks that first: ``check_closed``). Runs under the lock."""
@@ -157,16 +156,10 @@ class ArrayStorage:
         """In a child process (os.register_at_fork, registry.py): a fresh lock. If another
         thread held the old one, its op stopped wherever it was when the process forked
         (that thread does not exist here): every later op fails with AbortedError."""
-        lock = self._lock
-        if hasattr(lock, "locked"):                 # (a device guard; RLock has none before 3.14)
-            busy = lock.locked()
-        else:
-            busy = not lock.acquire(blocking=False)
-            if not busy:
-                lock.release()
-        if busy:
+        if self._lock.locked():
             self._forked_busy = self._attention = True
         self._lock = self.backend.array_lock()
+        self._on_device = self.backend.array_device()
 
     # -- checks shared by several ops (texts: messages.py) ---------------------------------------
     def _check_value_dtype(self, value):
@@ -222,9 +215,7 @@ class ArrayStorage:
         if value.dtype is not self.dtype:                                     # 3
             self._check_value_dtype(value)
         shape = value.shape
-        lock = self._lock
-        try:        # (the hot path's form of ``with self._lock``: see "every op's prologue")
-            lock.acquire()
+        with self._lock, self._on_device:
             if self._attention:                                               # 4
                 self._attend()
             size = self._size
@@ -235,8 +226,7 @@ class ArrayStorage:
             else:
                 flags = 0
             layout = self._layout
-            if not flags and shape == self._accepted_shape and index < layout.capacity \
-                    and (index < size or index < len(self._flags)):
+            if not flags and shape == self._accepted_shape and index < layout.capacity and index < len(self._flags):
                 # The common case: a first write of a shape the slab holds, to a row it has.
                 # Plain assignments, no call: an interrupt lands before them or after them.
                 layout.slab[index] = value
@@ -251,11 +241,6 @@ class ArrayStorage:
             if flags:                                                         # 8-10
                 self._check_slot(index, shape, flags, self._layout.slot_shape(index))
             self._store(index, value, flags, element_shape)                   # 6, 10-11
-        finally:
-            try:
-                lock.release()
-            except RuntimeError:
-                pass            # not this thread's: interrupted while it waited for it
 
     def _store(self, index, value, flags, element_shape):
         """Store or aggregate one checked value, growing a dynamic array to hold it."""
@@ -332,9 +317,7 @@ class ArrayStorage:
         """docs/semantics.md §2.3 steps 3-9 (the index is a host int)."""
         if dtype is not self.dtype:                                            # 3
             self.check_requested_dtype(dtype)
-        lock = self._lock
-        try:        # (the hot path's form of ``with self._lock``: see "every op's prologue")
-            lock.acquire()
+        with self._lock, self._on_device:
             if self._attention:                                               # 4
                 self._attend()
             size = self._size
@@ -354,11 +337,6 @@ class ArrayStorage:
             elif index < 0 or not self.is_grad:                               # 5
                 raise messages.read_bounds(self, index, size)
             return self._read_slot(index)                                    # 6-9
-        finally:
-            try:
-                lock.release()
-            except RuntimeError:
-                pass            # not this thread's: interrupted while it waited for it
 
     def _read_slot(self, index):
         """A read that makes soft zeros, grows a gradient array or fails as cleared: a
@@ -567,7 +545,7 @@ class ArrayStorage:
         array's (smallest, largest) when the caller knows them (host.host_ints_bounded)."""
         if dtype is not self.dtype:                                            # 2
             self.check_requested_dtype(dtype)
-        with self._lock:
+        with self._lock, self._on_device:
             if self._attention:
                 self._attend(check_closed=False)
             merged = self._element_shape if element_shape is None else merge(self._element_shape, element_shape)  # 3
@@ -621,7 +599,7 @@ class ArrayStorage:
     def concat(self, dtype, element_shape_except0):
         """docs/semantics.md §2.7 steps 2-9. Returns (value, lengths as a list of ints)."""
         self.check_requested_dtype(dtype)                                      # 2
-        with self._lock:
+        with self._lock, self._on_device:
             if self._attention:                                               # 3
                 self._attend()
             count = self._marked_size if self.is_grad else self._size          # 4
@@ -820,7 +798,7 @@ class ArrayStorage:
             self._check_value_dtype(value)
         if value.ndim == 0:                                                   # 4
             raise messages.unpack_scalar(self, value.shape)
-        with self._lock:
+        with self._lock, self._on_device:
             if self._attention:                                               # 5
                 self._attend()
             if indices.ndim != 1:                                             # 6
@@ -848,14 +826,18 @@ class ArrayStorage:
         if row_shape != self._layout.common_shape or not self._aggregatable or self._written_count == self._soft_count \
                 or (row_shape != self._accepted_shape and not is_compatible(self._element_shape, row_shape)):
             return False        # a layout whose slots share one shape adds batches of rows; no slot has a value
-        accepted = row_shape == self._accepted_shape
+        element_shape = self._element_shape
+        if row_shape != self._accepted_shape:
+            element_shape = self._checked_element_shape(int(indices[0]), row_shape, element_shape)
+        # Only a changing element shape makes the add one of two changes; the accepted
+        # shape is a cache, which an interrupt may leave unset.
+        accepted = element_shape == self._element_shape
         if not accepted:
             # The element shape changes too, so the add gets an undo point: the guard's
             # check first, on the host (the point copies the slots it names).
             if check_flags and not flags_all_equal(self._flags, indices, _STORED):
                 return False
             check_flags = False
-            element_shape = self._checked_element_shape(int(indices[0]), row_shape, self._element_shape)
         try:
             # A guard is checked before anything is allocated: running out of memory here
             # is the op's error, every check having passed.
@@ -867,7 +849,10 @@ class ArrayStorage:
         if accepted:
             # The add is the op's one change, a single call that allocates nothing: an
             # interrupt lands before it or after it.
-            return add() is not False
+            if add() is False:
+                return False
+            self._accepted_shape = row_shape
+            return True
         try:
             added = add()
         except BaseException:
@@ -889,7 +874,7 @@ class ArrayStorage:
         if not self._aggregate or type(value) is not self._native_type or value.dtype is not self.dtype \
                 or not value.ndim or len(value) != len(indices) or not len(indices):
             return False
-        with self._lock:
+        with self._lock, self._on_device:
             return not self._attention and self._unread and self._add_valued(indices, value, True)
 
     # -- TensorArraySplitV3 --------------------------------------------------------------------
@@ -903,7 +888,7 @@ class ArrayStorage:
         total = int(lengths.sum())
         if total != value.shape[0]:                                           # 5
             raise messages.split_total(self, total, value.shape)
-        with self._lock:
+        with self._lock, self._on_device:
             if self._attention:                                               # 6
                 self._attend()
             count = len(lengths)                                              # 8
@@ -925,7 +910,7 @@ class ArrayStorage:
 
     # -- TensorArraySizeV3, TensorArrayCloseV3 -------------------------------------------------
     def current_size(self):
-        with self._lock:
+        with self._lock, self._on_device:
             if self._attention:
                 self._attend()
             return self._size
@@ -935,7 +920,7 @@ class ArrayStorage:
         op can reach them through a closed array: they live on only while their own
         handles do); closing twice is fine."""
         empty, flags = new_layout(self.backend, self.dtype, owner=self.name), bytearray()
-        with self._lock:
+        with self._lock, self._on_device:
             # Plain assignments, no call: an interrupt lands before them or after them.
             self._closed = self._attention = True
             self._layout = empty
@@ -951,7 +936,7 @@ class ArrayStorage:
         then handed to ``register`` (storage -> handle). Locks this array's size."""
         if self.is_grad:                                                       # 1
             raise messages.grad_of_grad(self)
-        with self._lock:
+        with self._lock, self._on_device:
             if self._attention:                                               # 5
                 self._attend()
             prepend = () if shape_to_prepend is None else self._prepend_shape(shape_to_prepend)   # 8
@@ -975,7 +960,7 @@ class ArrayStorage:
     def forget_gradient(self, source):
         """-> the handle of the gradient array for ``source`` (None: there is none), which
         leaves ``grads``: its gradient computation has ended (registry.end_gradient)."""
-        with self._lock:
+        with self._lock, self._on_device:
             return self._grads.pop(source, None)
 
     def _prepend_shape(self, shape):

@@ -122,13 +122,16 @@ class Backend:
         """Wait until queued device work is done (a no-op on the CPU)."""
 
     def array_lock(self):
-        """The lock every operation of one array runs under (storage.py). A device
-        backend's also makes the array's device current and orders the array's work
-        across streams (device_guard.ArrayGuard); on the CPU, a plain RLock: one that
-        knows its owner, so that a release after an interrupted acquire refuses
-        (RuntimeError) rather than release another thread's hold (storage.py, "every
-        op's prologue"). No op runs inside another op of its array."""
-        return threading.RLock()
+        """The lock every operation of one array runs under (storage.py): a C-level
+        lock, which an interrupt cannot leave held."""
+        return threading.Lock()
+
+    def array_device(self):
+        """What every operation of one array enters inside its lock (storage.py). A
+        device backend's makes the array's device current and orders the array's work
+        across streams (device_guard.DeviceScope); on the CPU, a C-level no-op: a lock
+        of the array's own that nothing else takes, so an op makes no Python call for it."""
+        return threading.Lock()
 
     def copy(self, array):
         """A new array with ``array``'s values, on this backend's device."""

@@ -16,7 +16,7 @@ from .. import dtypes
 from . import kernel_sources
 from ..errors import UnavailableError
 from .base import Backend
-from .device_guard import ArrayGuard
+from .device_guard import DeviceScope
 from .kernel_rows import KernelRows
 from .launch import CompiledKernels
 from .numpy import torch_bfloat16_on_host
@@ -89,7 +89,7 @@ class _CopyingIndexer:
 
 
 class _CudaDevice:
-    """What an array's lock (device_guard.ArrayGuard) needs of one CUDA device."""
+    """What an array's device step (device_guard.DeviceScope) needs of one CUDA device."""
 
     __slots__ = ("_index",)
 
@@ -112,6 +112,9 @@ class _CudaDevice:
 
     def new_event(self):
         return cupy.cuda.Event(disable_timing=True)
+
+    def synchronize(self):
+        cupy.cuda.runtime.deviceSynchronize()
 
 
 class CupyBackend(KernelRows, Backend):
@@ -216,8 +219,8 @@ class CupyBackend(KernelRows, Backend):
         with self._device:
             return cupy.array(array, copy=True)
 
-    def array_lock(self):
-        return ArrayGuard(self._cuda_device)
+    def array_device(self):
+        return DeviceScope(self._cuda_device)
 
     def readonly(self, array):
         # CuPy has no read-only arrays, and any view could be written through (or

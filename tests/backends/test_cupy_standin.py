@@ -1,6 +1,6 @@
 """The CuPy stand-in (tests/cupy_standin.py) refuses what CuPy 14.2 on a GPU refuses, and
 records the device ordering the cupy backend relies on: the stream rule of an array's
-lock (device_guard.ArrayGuard) and the current-device rule, seen in its log.
+device step (device_guard.DeviceScope) and the current-device rule, seen in its log.
 
 Runs where the stand-in is CuPy; on a GPU the real CuPy is in use and this module skips.
 """

@@ -5,7 +5,7 @@ Without a GPU: a backend double whose arrays live on a simulated device 1 and
 record every element operation (indexing, ufuncs, NumPy functions, copies) made
 while another simulated device is current. Device 0 is current outside, so any
 array work outside the array's lock or a backend primitive shows. Its lock is the
-library's own ArrayGuard, so the stream rule is tested on the real code with fake
+library's own DeviceScope, so the stream rule is tested on the real code with fake
 streams and events; the cupy backend's device adapter is tested on a fake CuPy.
 With two GPUs: an array on cuda:1 while cuda:0 is current, against NumPy.
 """
@@ -20,7 +20,7 @@ import gpu_tensorarray as gta
 import gpu_tensorarray.tf2 as tf
 from gpu_tensorarray import raw_ops
 from gpu_tensorarray.backends import device
-from gpu_tensorarray.backends.device_guard import ArrayGuard
+from gpu_tensorarray.backends.device_guard import DeviceScope
 from gpu_tensorarray.backends.numpy import NumpyBackend
 from gpu_tensorarray.registry import registry
 from test_backend_choice import fake_cupy, with_cupy  # noqa: F401 (a fixture)
@@ -85,7 +85,7 @@ class Event:
 
 
 class SimulatedDevice:
-    """The device API ArrayGuard takes, over the simulated runtime."""
+    """The device API DeviceScope takes, over the simulated runtime."""
 
     def __init__(self, runtime, index):
         self.runtime, self.index = runtime, index
@@ -103,6 +103,9 @@ class SimulatedDevice:
 
     def new_event(self):
         return Event(self.runtime, self.index)
+
+    def synchronize(self):
+        self.runtime.log.append(("synchronize", self.index))
 
 
 class DeviceArray(np.ndarray):
@@ -169,7 +172,7 @@ class DeviceArray(np.ndarray):
 
 class DeviceDouble(NumpyBackend):
     """A NumPy backend on simulated device ``index``: like the cupy backend, each primitive
-    makes its device current, and an array's lock is an ArrayGuard over it."""
+    makes its device current, and an array's device step is a DeviceScope over it."""
 
     name = "device-double"
     array_type = DeviceArray
@@ -193,8 +196,8 @@ class DeviceDouble(NumpyBackend):
         array.device_index, array.runtime = self.index, self.runtime
         return array
 
-    def array_lock(self):
-        return ArrayGuard(self._simulated)
+    def array_device(self):
+        return DeviceScope(self._simulated)
 
     def allocate(self, make, nbytes, what, host=False):
         with self._scope():
@@ -466,8 +469,9 @@ def test_a_failing_op_still_releases_the_array_and_the_device(double, runtime):
 
 
 def test_cpu_backends_keep_a_plain_lock():
-    lock_type = type(threading.RLock())        # plain, and knows its owner (storage.py)
+    lock_type = type(threading.Lock())
     assert type(gta.backends.get_backend("cpu").array_lock()) is lock_type
+    assert type(gta.backends.get_backend("cpu").array_device()) is lock_type     # C-level: no Python call
 
 
 class _FakeCudaRuntime:
@@ -506,7 +510,9 @@ def test_the_cupy_backends_lock_enters_its_device_and_records_events(monkeypatch
     cupy.cuda.Event = CudaEvent
     from gpu_tensorarray.backends.cupy import CupyBackend
 
-    lock = CupyBackend(1).array_lock()
+    backend = CupyBackend(1)
+    assert type(backend.array_lock()) is type(threading.Lock())      # C-level: an interrupt cannot keep it
+    lock = backend.array_device()
     with lock:
         assert fake.device == 1
     with lock:

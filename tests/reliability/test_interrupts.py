@@ -391,7 +391,7 @@ def test_a_child_forked_while_a_thread_holds_locks_finishes(backend):
     write(busy, 0, f32([1, 2]))                     # the parent's arrays are as they were
 
 
-# -- 5. the device lock (the cupy backend's), over a fake device ----------------------------------
+# -- 5. the device step (the cupy backend's), over a fake device ----------------------------------
 class _FakeDevice:
     def __init__(self):
         self.current, self.log = 0, []
@@ -416,30 +416,39 @@ class _FakeDevice:
     def record(self, stream):
         self.log.append("record")
 
+    def synchronize(self):
+        self.log.append("synchronize")
 
-def test_an_interrupt_in_the_device_lock_never_keeps_it():
-    from gpu_tensorarray.backends.device_guard import ArrayGuard
 
-    at, held_after = 0, []
+def test_an_interrupt_in_the_device_step_never_keeps_the_lock_or_loses_the_order():
+    from gpu_tensorarray.backends.device_guard import DeviceScope
+
+    at = 0
     while True:
         at += 1
         device = _FakeDevice()
-        guard = ArrayGuard(device)
-        interrupt = Interrupt(at)
+        lock, scope = threading.Lock(), DeviceScope(device)
 
         def op():
-            with guard:
+            with lock, scope:
                 device.log.append("op")
 
+        op()                                        # an earlier op: the array has an event
+        del device.log[:]
+        interrupt = Interrupt(at)
         if not interrupt.run(op):
             break
-        if guard.locked():
-            held_after.append(interrupt.where)
-        with guard:                                 # the same thread's next op: never blocks
-            pass
-        assert not guard.locked() and device.current == 0, interrupt.where
+        assert not lock.locked(), interrupt.where
+        done = device.log.index("op") if "op" in device.log else None
+        device.current = 0          # an interrupt may leave the caller's device changed (DeviceScope)
+        worker = threading.Thread(target=op)        # the next op, from another thread
+        worker.start()
+        worker.join()
+        assert not lock.locked() and device.current == 0, interrupt.where
+        # Its work is ordered after the interrupted op's: it synchronises, or it waits on
+        # an event recorded after that op's work.
+        nxt = len(device.log) - 1 - device.log[::-1].index("op")
+        before = device.log[:nxt]
+        recorded_after = done is None or "record" in device.log[done:nxt]
+        assert "synchronize" in before or ("wait" in before and recorded_after), (interrupt.where, device.log)
     assert at > 5
-    # Left held only by an interrupt at the first instruction of release (or as acquire
-    # returns, where CPython 3.11+ delivers none), until that thread's next op.
-    assert all(where.startswith(("call", "return")) and ("release" in where or "acquire" in where)
-               for where in held_after), held_after
