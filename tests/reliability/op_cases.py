@@ -34,14 +34,19 @@ def _growing():
 _BIG_ROWS = 300          # scatter-adds of this many rows take the planned (not np.add.at) path
 
 
-def _op_cases():
-    cases = {}
-
+def registering(cases):
+    """A decorator factory: ``@case(name)`` puts the decorated builder in ``cases``."""
     def case(name):
         def register(build):
             cases[name] = build
             return build
         return register
+    return case
+
+
+def _op_cases():
+    cases = {}
+    case = registering(cases)
 
     @case("write-first-allocates-the-slab")
     def _():

@@ -28,7 +28,7 @@ import pytest
 from gpu_tensorarray import errors
 from gpu_tensorarray.registry import registry
 from interrupt_util import PACKAGE, Interrupt, consistency, lock_held, state
-from op_cases import OP_CASES
+from op_cases import OP_CASES, registering
 from ta_conformance_util import close, f32, gather, grad, host, new, read, scatter, size, split, write
 
 
@@ -36,12 +36,7 @@ def _interrupt_cases():
     """Ops that allocate nothing (the fast paths), which op_cases.py, made for failing
     allocations, leaves out."""
     cases = {}
-
-    def case(name):
-        def register(build):
-            cases[name] = build
-            return build
-        return register
+    case = registering(cases)
 
     def filled(count=4, **attrs):
         handle, _ = new(count, "float32", element_shape=[2], **attrs)
