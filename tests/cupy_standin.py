@@ -341,6 +341,16 @@ def _allocate(shape, dtype, fill=POISON):
     for extent in shape:
         count *= extent
     nbytes = count * dtype.itemsize
+    if any(extent >= 2**63 for extent in shape):
+        raise OverflowError("Python int too large to convert to C ssize_t")    # core.pyx's shape_t
+    if count == 0:
+        try:
+            np.empty(shape, dtype)
+        except ValueError:
+            # CuPy allocates nothing and accepts the shape; its get() then fails
+            # (ValueError, see get). The stand-in cannot hold such an array.
+            raise NotImplementedError(f"the CuPy stand-in cannot model an empty array of shape {shape}, which "
+                                      f"CuPy accepts and NumPy cannot hold") from None
     device = _current_device()
     stream = get_current_stream()
     _pools[device].malloc(nbytes, stream)
@@ -477,6 +487,10 @@ class ndarray:
         if out is not None:
             out[...] = self._a
             return out
+        if self.size == 0:
+            # core.pyx, get: an empty array comes back as numpy.ndarray(shape), which
+            # refuses a shape whose extents multiply past NumPy's limit (ValueError).
+            return np.ndarray(self.shape, dtype=self.dtype)
         return np.array(self._a, order=order)
 
     def item(self):
@@ -795,6 +809,12 @@ def _upload(host, dtype=None):
     host = np.asarray(host, dtype=dtype)
     if host.dtype.hasobject:
         raise ValueError("Unsupported dtype object")
+    if host.ndim == 0:
+        # cupy/_core/core.pyx, _array_default: a 0-d value is no copy but a fill(),
+        # so a zero is a memset and -0.0 arrives as +0.0.
+        out = _allocate((), host.dtype)
+        out.fill(host)
+        return out
     counters.uploads += 1
     out = _allocate(host.shape, host.dtype)
     out._a[...] = host

@@ -170,6 +170,8 @@ class CupyBackend(KernelRows, Backend):
     def contiguous(self, array, dtype):
         if isinstance(array, cupy.ndarray) and array.dtype == dtype and array.flags.c_contiguous:
             return array
+        if not isinstance(array, cupy.ndarray) and np.ndim(array) == 0:
+            return self.from_host(np.asarray(array, dtype))
         return self._allocated(lambda: cupy.ascontiguousarray(cupy.asarray(array), dtype=dtype), array.shape, dtype,
                                "a contiguous copy of a value")
 
@@ -177,12 +179,22 @@ class CupyBackend(KernelRows, Backend):
         _check_dtype(dtype)
 
         def on_device():
+            if 0 in shape:
+                # CuPy accepts any empty shape, but its get() builds it with NumPy, which
+                # refuses extents multiplying past its limit (ValueError): refused here,
+                # as on the numpy backend, so that every value comes back to the host.
+                np.empty(shape, dtype)
             with self._device:
                 return make()
         return self.allocate(on_device, math.prod(shape) * np.dtype(dtype).itemsize,
                              f"{what} of shape {list(shape)}")
 
     def from_host(self, host_array):
+        if host_array.ndim == 0:
+            # CuPy fills a 0-d array instead of copying it, and fills zero with a memset:
+            # -0.0 would arrive as +0.0. One element copied keeps every bit.
+            return self._allocated(lambda: cupy.asarray(host_array.reshape(1)).reshape(()), (), host_array.dtype,
+                                   "a copy of a value")
         return self._allocated(lambda: cupy.asarray(host_array), host_array.shape, host_array.dtype,
                                "a copy of a value")
 
