@@ -4,9 +4,11 @@
 // of the CUDA toolchain: qualifiers become no-ops, the launch is a loop over
 // blocks and threads (one CPU thread runs the whole grid in order; the kernels
 // use no shared memory and no __syncthreads, so that is a valid schedule),
-// atomics are plain read-modify-writes, and __half (and __nv_bfloat16) is a 16-bit
-// value whose conversions round exactly as the GPU's (and numpy's) do. EMULATED_EXPORT
-// gives each kernel instantiation a C entry point that Python calls through ctypes.
+// atomics are plain read-modify-writes (float's flushing subnormals, as the GPU's),
+// and __half (and __nv_bfloat16) is a 16-bit value whose conversions round exactly
+// as the GPU's (and numpy's) do. EMULATED_EXPORT gives each kernel instantiation a
+// C entry point that Python calls through ctypes.
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <utility>
@@ -117,6 +119,19 @@ template <typename T>
 inline T atomicAdd(T* address, T value) {
     const T old = *address;
     *address = add_values(old, value);
+    return old;
+}
+
+// Except float's: the GPU's 32-bit floating-point atomicAdd on global memory always
+// runs in flush-to-zero mode (CUDA C++ Programming Guide, floating-point standard):
+// subnormal operands and results become zeros of their sign.
+inline float flush_subnormal(float value) {
+    return std::fpclassify(value) == FP_SUBNORMAL ? std::copysign(0.0f, value) : value;
+}
+
+inline float atomicAdd(float* address, float value) {
+    const float old = *address;
+    *address = flush_subnormal(flush_subnormal(old) + flush_subnormal(value));
     return old;
 }
 
