@@ -99,7 +99,7 @@ class ArrayStorage:
         self._lock = backend.array_lock()
         self._on_device = backend.array_device()
         self._accepted_shape = None                 # a value shape known to need no element-shape work
-        self._forked_busy = False                   # another thread was inside an op at a fork: after_fork
+        self._forked = None                         # why a forked child cannot use it: after_fork
 
     # -- the public face (read-only) -----------------------------------------------------------
     size = property(attrgetter("_size"), doc="The number of slots.")
@@ -138,10 +138,8 @@ class ArrayStorage:
     def _attend(self, check_closed=True):
         """Settle a stack's pending read marks; fail if the array is closed (where
         TensorFlow checks that first: ``check_closed``). Runs under the lock."""
-        if self._forked_busy:
-            raise AbortedError(f"TensorArray {self.name} was in use by another thread when this process was "
-                               f"forked: that op may have been half done here, so the array cannot be used in "
-                               f"this process (use it in the parent, or fork while no op runs)")
+        if self._forked:
+            raise AbortedError(f"TensorArray {self.name} {self._forked}")
         if self._unmarked_reads:
             view = flag_view(self._flags)
             # Plain assignments, no call: an interrupt cannot land between them.
@@ -155,9 +153,16 @@ class ArrayStorage:
     def after_fork(self):
         """In a child process (os.register_at_fork, registry.py): a fresh lock. If another
         thread held the old one, its op stopped wherever it was when the process forked
-        (that thread does not exist here): every later op fails with AbortedError."""
+        (that thread does not exist here): every later op fails with AbortedError, as
+        it does where the child cannot reach the array's memory (a GPU's)."""
         if self._lock.locked():
-            self._forked_busy = self._attention = True
+            self._forked = ("was in use by another thread when this process was forked: that op may have been "
+                            "half done here, so the array cannot be used in this process (use it in the parent, "
+                            "or fork while no op runs)")
+        elif self.backend.unusable_after_fork:
+            self._forked = f"cannot be used in this process: {self.backend.unusable_after_fork}"
+        if self._forked:
+            self._attention = True
         self._lock = self.backend.array_lock()
         self._on_device = self.backend.array_device()
 

@@ -23,6 +23,7 @@ import builtins
 import contextlib
 import ctypes
 import functools
+import os
 import sys
 import threading
 import types
@@ -125,7 +126,22 @@ class OutOfMemoryError(MemoryError):
 _thread = threading.local()
 
 
+_forked = False
+
+
+def _after_fork_in_child():
+    global _forked
+    _forked = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _current_device():
+    # A child that fork made after its parent used CUDA cannot use CUDA: every runtime
+    # call fails (CUDA's documented fork limitation; CuPy raises the runtime's error).
+    if _forked:
+        raise CUDARuntimeError("cudaErrorInitializationError: initialization error")
     return getattr(_thread, "device", 0)
 
 

@@ -56,6 +56,10 @@ class Backend:
     #: What the library raises when an allocation fails (the backend's own OOM class added).
     out_of_memory_errors = (MemoryError,)
 
+    #: None where a child process made by fork can use this backend's arrays (memory it
+    #: inherits), else why it cannot (a sentence).
+    unusable_after_fork = None
+
     # -- allocation: one door ------------------------------------------------------------
     def allocate(self, make, nbytes, what, host=False):
         """``make()``, which allocates ``nbytes`` (device memory; host memory when

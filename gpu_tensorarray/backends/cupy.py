@@ -7,6 +7,7 @@ shared with the emulated backend, which runs it on machines without a GPU.
 
 import functools
 import math
+import os
 import re
 
 import cupy
@@ -14,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from . import kernel_sources
-from ..errors import UnavailableError
+from ..errors import AbortedError, UnavailableError
 from .base import Backend
 from .device_guard import DeviceScope
 from .kernel_rows import KernelRows
@@ -62,6 +63,28 @@ def _raw_module():
                           name_expressions=kernel_sources.name_expressions())
 
 
+# CUDA cannot be used in a child that fork made after the parent initialised it: every
+# call fails there (cudaErrorInitializationError). Such a child learns it here, at once.
+NO_CUDA_AFTER_FORK = ("CUDA, initialised in the parent, does not work in a child process made by fork (use "
+                      "CUDA in the parent alone, or start processes with multiprocessing's 'spawn' method)")
+_cuda_started = False           # a CupyBackend exists in this process: CUDA is initialised
+_forked_after_cuda = False
+
+
+def _after_fork_in_child():
+    global _forked_after_cuda
+    _forked_after_cuda = _cuda_started
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _check_not_forked(device):
+    if _forked_after_cuda:
+        raise AbortedError(f"{device} cannot be used in this process: {NO_CUDA_AFTER_FORK}")
+
+
 class _CupyModule(CompiledKernels):
     """Launches on CuPy's current stream; the backend enters its device first."""
 
@@ -97,6 +120,7 @@ class _CudaDevice:
         self._index = index
 
     def activate(self):
+        _check_not_forked(f"cuda:{self._index}")
         previous = cupy.cuda.runtime.getDevice()
         if previous == self._index:
             return None
@@ -122,6 +146,7 @@ class CupyBackend(KernelRows, Backend):
     out_of_memory_errors = (cupy.cuda.memory.OutOfMemoryError, MemoryError, ValueError)
     native_type = None          # a CuPy value may live on another device: asarray checks
     values_are_copies = True    # readonly(): CuPy has no read-only arrays
+    unusable_after_fork = NO_CUDA_AFTER_FORK
 
     def __init__(self, device_index=None):
         try:
@@ -132,6 +157,8 @@ class CupyBackend(KernelRows, Backend):
         if not 0 <= index < count:
             raise UnavailableError(f"No CUDA device cuda:{index}; this machine has {count}")
         super().__init__(device=f"cuda:{index}")
+        global _cuda_started
+        _cuda_started = True
         self.array_type = cupy.ndarray
         self._device = cupy.cuda.Device(index)
         self._cuda_device = _CudaDevice(index)
@@ -179,6 +206,7 @@ class CupyBackend(KernelRows, Backend):
         _check_dtype(dtype)
 
         def on_device():
+            _check_not_forked(self.device)
             if 0 in shape:
                 # CuPy accepts any empty shape, but its get() builds it with NumPy, which
                 # refuses extents multiplying past its limit (ValueError): refused here,
