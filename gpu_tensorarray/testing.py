@@ -5,7 +5,9 @@ parametrised backend (numpy, emulated, cupy). Backends that cannot load here are
 skipped, except those listed in REQUIRED_IN_CI when the CI variable is set: there a
 missing backend fails, so CI can never pass by skipping the emulated kernels.
 ``import_torch`` does the same for PyTorch (gpu_tensorarray.torch's suites): CI
-installs a CPU build, so there a missing torch fails too.
+installs a CPU build, so there a missing torch fails too. ``torch_device`` says on which
+torch device gpu_tensorarray.torch returns a backend's values: where a test builds the
+leaves, weights and reference tensors it mixes with them.
 """
 
 import os
@@ -13,7 +15,8 @@ import os
 from . import device, get_backend
 from .errors import UnavailableError
 
-__all__ = ["BACKEND_NAMES", "REQUIRED_IN_CI", "load_backend", "backend_fixture", "import_torch", "require_in_ci"]
+__all__ = ["BACKEND_NAMES", "REQUIRED_IN_CI", "load_backend", "backend_fixture", "import_torch", "require_in_ci",
+           "torch_device"]
 
 BACKEND_NAMES = ("numpy", "emulated", "cupy")
 REQUIRED_IN_CI = ("numpy", "emulated")
@@ -61,3 +64,25 @@ def import_torch():
         pytest.skip(f"torch is not installed here ({error}): pip install 'gpu_tensorarray[torch]'",
                     allow_module_level=True)
     return torch
+
+
+_torch_devices = {}      # backend -> the torch device of its arrays' values
+
+
+def torch_device(backend=None):
+    """The torch device on which gpu_tensorarray.torch returns the values of ``backend``'s
+    arrays (default: the active device's, the ``backend`` fixture's inside a test): a
+    cupy array's GPU where torch has CUDA, else the CPU.
+    The bridge's own answer, ``TensorArray.device``, asked once per backend."""
+    backend = get_backend(backend)
+    found = _torch_devices.get(backend)
+    if found is None:
+        import torch
+
+        from .torch import TensorArray
+
+        with device(backend):
+            probe = TensorArray(torch.float32, size=0)
+        found = _torch_devices[backend] = probe.device
+        probe.close()
+    return found

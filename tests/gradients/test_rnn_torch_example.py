@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 import gpu_tensorarray as gta
-from gpu_tensorarray.testing import import_torch
+from gpu_tensorarray.testing import import_torch, torch_device
 
 torch = import_torch()
 
@@ -38,10 +38,12 @@ def test_gradients_equal_the_list_and_stack_model(rnn, backend, seed, steps):
 
 
 def test_the_loop_length_comes_from_the_data(rnn, backend):
-    model = rnn.RunningMeanModel().to(torch.float64)
+    device = torch_device(backend)
+    model = rnn.RunningMeanModel().to(device, torch.float64)
     generator = torch.Generator().manual_seed(0)
     for steps in (3, 8):
         x, _ = rnn.make_batch(generator, dtype=torch.float64, min_steps=steps, max_steps=steps)
+        x = x.to(device)
         predictions, states = model(x)
         reference_predictions, reference_states = model.forward_list(x)
         assert predictions.shape == (steps, 16) and states.shape == (steps, 16, 32)

@@ -2,7 +2,8 @@
 written with a Python list (torch.stack, torch.cat, indexing), in float64; repeated
 gather indices add up as a sequential float32 loop does, bitwise; each backward pass
 has its own gradient arrays and closes them; nothing done to a returned tensor changes
-the array. On every backend (numpy, emulated, cupy where a GPU is usable).
+the array. On every backend (numpy, emulated, cupy where a GPU is usable); the tensors a
+test mixes with the bridge's are built where the bridge's come out (``torch_device``).
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
@@ -14,7 +15,7 @@ import pytest
 
 import gpu_tensorarray as gta
 from gpu_tensorarray.errors import InvalidArgumentError
-from gpu_tensorarray.testing import import_torch
+from gpu_tensorarray.testing import import_torch, torch_device
 
 torch = import_torch()
 from gpu_tensorarray.torch import TensorArray, as_dtype, torch_dtype  # noqa: E402
@@ -25,7 +26,8 @@ F64 = torch.float64
 
 def leaves(*shapes, seed=0, dtype=F64):
     generator = torch.Generator().manual_seed(seed)
-    return [torch.randn(*shape, generator=generator, dtype=dtype).requires_grad_() for shape in shapes]
+    return [torch.randn(*shape, generator=generator, dtype=dtype).to(torch_device()).requires_grad_()
+            for shape in shapes]
 
 
 def clones(tensors):
@@ -57,7 +59,7 @@ def nonlinear(value, weight):
 
 
 def weights(*shape, seed=1):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64).to(torch_device())
 
 
 # -- every op against the list-based program --------------------------------------------------
@@ -109,7 +111,7 @@ def test_scatter_gather_with_repeated_indices(backend):
 
 def test_gather_with_torch_indices(backend):
     w = weights(4, 3)
-    indices = torch.tensor([3, 1, 3, 0])
+    indices = torch.tensor([3, 1, 3, 0], device=torch_device())
 
     def ours(x):
         return nonlinear(TensorArray(F64, size=4, clear_after_read=False).unstack(x).gather(indices), w)
@@ -135,7 +137,7 @@ def test_split_concat_ragged(backend):
 
 
 def test_split_then_read_pieces_and_write_concat(backend):
-    lengths = torch.tensor([2, 1, 3])
+    lengths = torch.tensor([2, 1, 3], device=torch_device())
     w = weights(6, 2)
 
     def ours(x, y):
@@ -163,7 +165,7 @@ def test_dynamic_growth_and_unwritten_slots(backend):
         return nonlinear(ta.stack(), w)
 
     def reference(a, b):
-        zeros = torch.zeros(2, dtype=F64)
+        zeros = torch.zeros(2, dtype=F64, device=torch_device())
         return nonlinear(torch.stack([a, zeros, zeros, zeros, b, zeros, a * b]), w)
 
     assert_same_gradients(ours, reference, leaves((2,), (2,)))
@@ -211,12 +213,13 @@ def test_complex_values(backend):
         value = x[[2, 0, 2]] * (1 + 2j)
         return (value * value.conj()).real.sum() + x[1].imag.sum()
 
-    x = torch.randn(3, 2, dtype=c128, generator=torch.Generator().manual_seed(3)).requires_grad_()
+    x = torch.randn(3, 2, dtype=c128, generator=torch.Generator().manual_seed(3))
+    x = x.to(torch_device()).requires_grad_()
     assert_same_gradients(ours, reference, [x])
 
 
 def test_empty_scatter_and_split(backend):
-    x = torch.zeros(0, 2, dtype=F64, requires_grad=True)
+    x = torch.zeros(0, 2, dtype=F64, device=torch_device(), requires_grad=True)
     y = leaves((2,))[0]
     scattered = TensorArray(F64, size=2, element_shape=(2,)).scatter([], x).write(0, y).write(1, y * 2)
     split = TensorArray(F64, size=0, dynamic_size=True).split(x, []).write(0, y)
@@ -232,23 +235,24 @@ def test_repeated_gather_indices_add_in_order_bitwise(backend):
     rows for one slot in the gather's order, bitwise equal to a sequential loop."""
     rows = np.array([[1e8, 1.0], [1.0, 3.0], [-1e8, 1e-3], [0.5, -3.0], [3.0, 1e7]], np.float32)
     indices = [1, 0, 1, 1, 1]
-    x = torch.zeros(2, 2, dtype=torch.float32, requires_grad=True)
+    x = torch.zeros(2, 2, dtype=torch.float32, device=torch_device(), requires_grad=True)
     ta = TensorArray(torch.float32, size=2, clear_after_read=False).unstack(x)
-    ta.gather(indices).backward(torch.from_numpy(rows))
+    ta.gather(indices).backward(torch.from_numpy(rows).to(torch_device()))
     expected = np.zeros((2, 2), np.float32)
     for k, index in enumerate(indices):
         expected[index] = rows[k] if k == indices.index(index) else expected[index] + rows[k]
-    assert np.array_equal(x.grad.numpy(), expected)
-    assert x.grad.numpy()[1].tobytes() == ((rows[0] + rows[2]) + rows[3] + rows[4]).tobytes()
+    grad = x.grad.cpu().numpy()
+    assert np.array_equal(grad, expected)
+    assert grad[1].tobytes() == ((rows[0] + rows[2]) + rows[3] + rows[4]).tobytes()
 
 
 def test_repeated_gather_indices_match_raw_ops(backend):
     """Same bits as the library's gather_grad on the raw ops (TensorFlow's gradient function)."""
     grad_rows = np.random.default_rng(5).standard_normal((6, 3)).astype(np.float32) * 1e4
     indices = [2, 2, 0, 2, 0, 2]
-    x = torch.zeros(3, 3, dtype=torch.float32, requires_grad=True)
+    x = torch.zeros(3, 3, dtype=torch.float32, device=torch_device(), requires_grad=True)
     TensorArray(torch.float32, size=3, clear_after_read=False).unstack(x).gather(indices).backward(
-        torch.from_numpy(grad_rows))
+        torch.from_numpy(grad_rows).to(torch_device()))
 
     handle, flow = gta.raw_ops.TensorArrayV3(3, "float32", clear_after_read=False)
     flow = gta.raw_ops.TensorArrayScatterV3(handle, [0, 1, 2], np.zeros((3, 3), np.float32), flow)
@@ -258,7 +262,7 @@ def test_repeated_gather_indices_match_raw_ops(backend):
                                {"T": "float32"})
     expected = gta.to_numpy(gta.gradients.scatter_grad(scatter, flow_g, grad_name="gradients")[2])
     gta.raw_ops.TensorArrayCloseV3(handle)
-    assert x.grad.numpy().tobytes() == expected.tobytes()
+    assert x.grad.cpu().numpy().tobytes() == expected.tobytes()
 
 
 # -- backward passes --------------------------------------------------------------------------
@@ -422,11 +426,11 @@ def test_torch_func_transforms_are_refused_by_name(backend):
         return TensorArray(F64, size=2).write(0, x * 2).write(1, x).stack().sum()
 
     with pytest.raises(gta.errors.UnimplementedError, match="torch.func transforms"):
-        torch.func.grad(program)(torch.ones(3, dtype=F64))
+        torch.func.grad(program)(torch.ones(3, dtype=F64, device=torch_device()))
     x = leaves((3,))[0]
     tracked = TensorArray(F64, size=1).write(0, x)
     with pytest.raises(gta.errors.UnimplementedError, match="torch.func transforms"):
-        torch.func.vmap(lambda row: tracked.read(0) * row)(torch.ones(2, 3, dtype=F64))
+        torch.func.vmap(lambda row: tracked.read(0) * row)(torch.ones(2, 3, dtype=F64, device=torch_device()))
 
 
 def test_reads_of_slots_written_before_stay_allowed(backend):
@@ -468,7 +472,7 @@ def test_clear_after_read(backend):
 # -- aliasing ---------------------------------------------------------------------------------
 
 def test_inplace_on_returned_tensors_never_changes_the_array(backend):
-    x = torch.arange(12, dtype=F64).reshape(4, 3)
+    x = torch.arange(12, dtype=F64, device=torch_device()).reshape(4, 3)
     ta = TensorArray(F64, size=4, clear_after_read=False).unstack(x)
     ragged = TensorArray(F64, size=2, clear_after_read=False, infer_shape=False).split(x, [1, 3])
     for out in (ta.read(2), ta.gather([3, 1]), ta.gather(range(4)), ta.stack(), ragged.concat(), ragged.read(1)):
@@ -478,7 +482,7 @@ def test_inplace_on_returned_tensors_never_changes_the_array(backend):
 
 
 def test_inplace_on_written_tensors_never_changes_the_array(backend):
-    x = torch.arange(6, dtype=F64).reshape(2, 3)
+    x = torch.arange(6, dtype=F64, device=torch_device()).reshape(2, 3)
     kept = x.clone()
     ta = TensorArray(F64, size=2, clear_after_read=False).write(0, x[0]).write(1, x[1])
     scattered = TensorArray(F64, size=2, clear_after_read=False).unstack(x)
@@ -515,7 +519,8 @@ def test_every_torch_dtype_round_trips(backend, dtype):
     assert gta.TensorArray(dtype, size=1).dtype == as_dtype(dtype) == gta.dtypes.as_dtype(dtype)
     for out in (ta.stack(), ta.read(1), ta.gather([1, 0])):
         assert out.dtype is dtype and out.device == ta.device
-    assert torch.equal(ta.stack(), values) and torch.equal(ta.gather([1, 0]), values[[1, 0]])
+    # values stays on the CPU (the array copies it in): the outputs come back to it to compare.
+    assert torch.equal(ta.stack().cpu(), values) and torch.equal(ta.gather([1, 0]).cpu(), values[[1, 0]])
 
 
 def test_dtype_spellings_and_errors(backend):

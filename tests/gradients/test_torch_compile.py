@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from gpu_tensorarray.testing import import_torch
+from gpu_tensorarray.testing import import_torch, torch_device
 
 torch = import_torch()
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
@@ -41,8 +41,8 @@ def _model(cell, x, use_array):
 @pytest.mark.parametrize("compiler", ["eager", "aot_eager", "inductor"])
 def test_compiled_model_has_the_list_models_gradients(backend, compiler):
     torch.manual_seed(0)
-    cell = torch.nn.RNNCell(4, 8).to(F64)
-    x = torch.randn(5, 3, 4, dtype=F64, generator=torch.Generator().manual_seed(1))
+    cell = torch.nn.RNNCell(4, 8).to(torch_device(), F64)
+    x = torch.randn(5, 3, 4, dtype=F64, generator=torch.Generator().manual_seed(1)).to(torch_device())
     reference = torch.autograd.grad(_model(cell, x, False), list(cell.parameters()))
     compiled = torch.compile(lambda x: _model(cell, x, True), backend=compiler)
     for _ in range(2):                           # compiled, then from the cache

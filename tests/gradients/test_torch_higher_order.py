@@ -3,7 +3,7 @@ as bridge ops that are themselves differentiable, so gradient penalties, Hessian
 products and torch.autograd.gradgradcheck through every op (read, gather with repeated
 indices, stack, concat of ragged rows, unstack, scatter, split, dynamic growth, clear-after-
 read) equal the same program written with a Python list (float64, 1e-10 relative). On every
-backend of the ``backend`` fixture.
+backend of the ``backend`` fixture, the tensors built where the bridge's come out (``torch_device``).
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
@@ -12,7 +12,7 @@ import gc
 import pytest
 
 import gpu_tensorarray as gta
-from gpu_tensorarray.testing import import_torch
+from gpu_tensorarray.testing import import_torch, torch_device
 
 torch = import_torch()
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
@@ -23,7 +23,7 @@ RTOL = 1e-10
 
 
 def weights(*shape, seed=1):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64).to(torch_device())
 
 
 def curved(value, seed=1):
@@ -120,7 +120,7 @@ def _dynamic(p):
 
 
 def _dynamic_ref(p):
-    zeros = torch.zeros(3, dtype=F64)
+    zeros = torch.zeros(3, dtype=F64, device=torch_device())
     return curved(torch.stack([p[0] ** 2, zeros, zeros, zeros, p[1] * p[0], zeros, torch.sinh(p[1])]))
 
 
@@ -164,7 +164,8 @@ PROGRAMS = {
 
 
 def _leaf(shape, seed=0):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64).requires_grad_()
+    value = torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    return value.to(torch_device()).requires_grad_()
 
 
 def assert_close(mine, theirs):
@@ -225,11 +226,11 @@ def test_gradgradcheck(backend, name):
 def test_weight_gradient_of_an_rnn_with_a_penalty(backend):
     """The issue's example: a gradient penalty on a model whose states go through an array."""
     generator = torch.Generator().manual_seed(0)
-    w = torch.randn(3, 3, generator=generator, dtype=F64).requires_grad_()
-    x = torch.randn(5, 3, generator=generator, dtype=F64).requires_grad_()
+    w = torch.randn(3, 3, generator=generator, dtype=F64).to(torch_device()).requires_grad_()
+    x = torch.randn(5, 3, generator=generator, dtype=F64).to(torch_device()).requires_grad_()
 
     def run(use_array):
-        h = torch.zeros(3, dtype=F64)
+        h = torch.zeros(3, dtype=F64, device=torch_device())
         states = TensorArray(F64, size=5) if use_array else []
         for t in range(5):
             h = torch.tanh(w @ h + x[t])
@@ -247,7 +248,7 @@ def test_create_graph_passes_close_their_arrays(backend):
     p = _leaf((2, 3))
     for _ in range(3):
         penalty_grad(_read, p)
-        hvp(_split, p.detach().reshape(6, 1).requires_grad_(), torch.ones(6, 1, dtype=F64))
+        hvp(_split, p.detach().reshape(6, 1).requires_grad_(), torch.ones(6, 1, dtype=F64, device=torch_device()))
     assert open_passes() == 0
     gc.collect()
     assert gta.stats()["live_arrays"] == before

@@ -8,7 +8,7 @@ Needs torch: skipped without it, except under CI=true, where a missing torch fai
 import pytest
 
 from gpu_tensorarray.errors import InvalidArgumentError, UnimplementedError
-from gpu_tensorarray.testing import import_torch
+from gpu_tensorarray.testing import import_torch, torch_device
 
 torch = import_torch()
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
@@ -18,7 +18,7 @@ F64 = torch.float64
 
 
 def weights(*shape, seed=1):
-    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64)
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=F64).to(torch_device())
 
 
 def curved(value, seed=1):
@@ -42,7 +42,7 @@ def _ours(p):
 
 def _reference(p):
     rows = [None] * 4
-    zeros = torch.zeros(3, dtype=F64)
+    zeros = torch.zeros(3, dtype=F64, device=torch_device())
     rows[0], rows[2] = p[0], p[1] * 2
     first = rows[0]
     rows[0] = torch.tanh(p[2])
@@ -59,7 +59,8 @@ def _reference(p):
 
 
 def _leaf():
-    return torch.randn(3, 3, generator=torch.Generator().manual_seed(0), dtype=F64).requires_grad_()
+    value = torch.randn(3, 3, generator=torch.Generator().manual_seed(0), dtype=F64)
+    return value.to(torch_device()).requires_grad_()
 
 
 def assert_close(mine, theirs, rtol=1e-12):
