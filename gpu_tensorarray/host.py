@@ -168,6 +168,11 @@ def count_distinct(indices):
     return len(np.unique(indices))
 
 
+def broadcast_rows(value, count, row_shape):
+    """``count`` rows of ``row_shape`` holding the scalar ``value`` (a view: no memory)."""
+    return np.broadcast_to(value, (count,) + tuple(row_shape))
+
+
 def index_vector(values):
     """Host int64 vector of Python ints (or a range)."""
     return np.fromiter(values, np.int64)

@@ -23,7 +23,7 @@ its allocations first cannot run out of memory after changing anything.
 """
 
 from . import strings
-from .host import element_count, index_vector
+from .host import broadcast_rows, element_count, index_vector
 
 __all__ = ["Layout", "UniformLayout", "RaggedLayout", "StringLayout", "new_layout"]
 
@@ -153,8 +153,9 @@ class Layout:
         """-> ``store()``: ``rows[k]`` to distinct slots ``indices[k]`` (``takes_rows``)."""
         raise NotImplementedError
 
-    def fill(self, indices, value):
-        """Every slot in ``indices`` becomes the scalar ``value`` broadcast (``takes_rows``)."""
+    def prepare_fill(self, indices, value, row_shape):
+        """-> ``fill()``: every slot in ``indices`` becomes a row of ``row_shape`` holding
+        the host scalar ``value``, every bit of it (``takes_rows``)."""
         raise NotImplementedError
 
     def prepare_add_rows(self, indices, rows, size, guard=None):
@@ -306,8 +307,10 @@ class UniformLayout(Layout):
         put = self.backend.prepare_put_rows(indices, rows, self.dtype)
         return lambda: put(self.slab)
 
-    def fill(self, indices, value):
-        self.slab[indices] = value
+    def prepare_fill(self, indices, value, row_shape):
+        # Rows, not ``slab[indices] = value``: CuPy turns a scalar into a 0-d array by
+        # fill(), a memset for zero, and -0.0 would land as +0.0.
+        return self.prepare_store_rows(indices, broadcast_rows(value, len(indices), row_shape))
 
     def prepare_add_rows(self, indices, rows, size, guard=None):
         add = self.backend.prepare_add_rows(indices, rows, max(size, self.capacity), self.dtype, guard=guard)

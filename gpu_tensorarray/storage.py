@@ -751,12 +751,13 @@ class ArrayStorage:
         # start from the identity that keeps every bit of what is added to it (-0.0:
         # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
         empty = indices[valueless]
-        add = self._layout.prepare_add_rows(indices, rows, new_size)
         identity = dtypes.exact_identity(self.dtype)
+        fill = self._layout.prepare_fill(empty, identity, rows.shape[1:]) if len(empty) else None
+        add = self._layout.prepare_add_rows(indices, rows, new_size)
 
         def change():
-            if len(empty):
-                self._layout.fill(empty, identity)
+            if fill is not None:
+                fill()
             add()
         return written, filled, change, None, adds
 

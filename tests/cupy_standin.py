@@ -612,17 +612,13 @@ class ndarray:
             # array goes to fill() (host arrays refused, gh-2079; zero is a memset).
             self[key].fill(value)
             return
-        if isinstance(value, ndarray):
-            _check_peer_access(value, self._device)
-            _launched("copy")
-            self._a[key] = value._a
-        elif isinstance(value, np.ndarray) and value.ndim:
-            counters.uploads += 1                 # a host-to-device copy, then an elementwise copy
-            _launched("copy")
-            self._a[key] = value
-        else:
-            _launched("fill")
-            self._a[key] = value
+        if not isinstance(value, ndarray):
+            # _routines_indexing.pyx, _scatter_op_single: core.array(value, dtype=a.dtype),
+            # a host-to-device copy, or for a scalar a fill() (zero: a memset, -0.0 lost).
+            value = array(value, dtype=self.dtype)
+        _check_peer_access(value, self._device)
+        _launched("copy")
+        self._a[key] = value._a
 
     def fill(self, value):
         # cupy/_core/core.pyx, ndarray.fill: a zero value of a contiguous array is a memset,
