@@ -59,6 +59,43 @@ def launch(module, kernel, dtype, n_threads, *args):
 
 def check_arguments(kernel, dtype, args):
     """InternalError unless ``args`` match the kernel's signature for ``dtype``."""
+    expected = _expected.get((kernel, dtype))
+    if expected is not None and len(args) == len(expected):
+        # The common case, a match, at a few comparisons per argument: the dtype each
+        # parameter takes, a scalar for a scalar, and a contiguous (for output, writable)
+        # array for a pointer. Anything else is worded by the full check below.
+        for (pointer, const, want), value in zip(expected, args):
+            if getattr(value, "dtype", None) != want:
+                break
+            if not pointer:
+                if not isinstance(value, np.generic):
+                    break
+            elif isinstance(value, np.generic):
+                break
+            else:
+                flags = value.flags
+                if not flags.c_contiguous or not (const or getattr(flags, "writeable", True)):
+                    break
+        else:
+            return
+    _check_arguments(kernel, dtype, args)
+    if expected is None:
+        _expected[kernel, dtype] = _expected_arguments(kernel, dtype)
+
+
+_expected = {}      # (kernel, dtype) -> ((pointer, const, the numpy dtype taken), ...) per parameter
+
+
+def _expected_arguments(kernel, dtype):
+    dtype_name = np.dtype(dtype).name
+    by_c_type = {dtypes.c_type(name): np.dtype(dtypes.as_dtype(name))
+                 for names in kernel_sources.KERNEL_DTYPES.values() for name in names}
+    by_c_type[kernel_sources.TEMPLATE_PARAMETER] = np.dtype(dtypes.as_dtype(dtype_name))
+    return tuple((parameter.pointer, parameter.const, by_c_type.get(parameter.type))
+                 for parameter in kernel_sources.signature(kernel).parameters)
+
+
+def _check_arguments(kernel, dtype, args):
     dtype_name = np.dtype(dtype).name       # the kernel tables are keyed by name (see kernel_sources)
     if dtype_name not in kernel_sources.KERNEL_DTYPES[kernel]:
         raise InternalError(f"kernel {kernel} is not instantiated for {dtype_name}")
