@@ -390,6 +390,16 @@ class MemoryPointer:
     def __init__(self, ptr, device_id):
         self.ptr, self.device_id = ptr, device_id
 
+    def copy_from_device_async(self, src, size, stream=None):
+        # memory.pyx: cudaMemcpyAsync on the given or current stream, no kernel; another
+        # device's memory needs peer access, which the stand-in's two devices lack.
+        if size > 0:
+            if src.device_id != self.device_id:
+                raise CUDARuntimeError("cudaErrorPeerAccessUnsupported: peer access is not supported between "
+                                       "these two devices")
+            _note("copy", self.device_id, stream or get_current_stream(), "device to device")
+            ctypes.memmove(self.ptr, src.ptr, size)
+
 
 class Flags:
     """cupy/_core/flags.pyx: c_contiguous, f_contiguous, owndata, and no ``writeable``

@@ -106,9 +106,19 @@ class _CopyingIndexer:
     def __getitem__(self, key):
         def copy():
             with self._backend._device:
-                return self._array[key].copy()
+                return _copy_of(self._array[key])
         # The copy's size is known only once indexed: the door still words running out.
         return self._backend.allocate(copy, 0, "a copy of a value")
+
+
+def _copy_of(array):
+    """A copy of a device array on its device: a C-contiguous one by one memcpy, not
+    by copy(), an elementwise kernel that costs more to launch."""
+    if array.size == 0 or not array.flags.c_contiguous:
+        return array.copy()
+    out = cupy.empty(array.shape, array.dtype)
+    out.data.copy_from_device_async(array.data, array.nbytes)
+    return out
 
 
 class _CudaDevice:
