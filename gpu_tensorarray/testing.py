@@ -16,7 +16,7 @@ from . import device, get_backend
 from .errors import UnavailableError
 
 __all__ = ["BACKEND_NAMES", "REQUIRED_IN_CI", "load_backend", "backend_fixture", "import_torch", "require_in_ci",
-           "torch_device"]
+           "torch_device", "open_array_names", "settle_autograd"]
 
 BACKEND_NAMES = ("numpy", "emulated", "cupy")
 REQUIRED_IN_CI = ("numpy", "emulated")
@@ -86,3 +86,28 @@ def torch_device(backend=None):
         found = _torch_devices[backend] = probe.device
         probe.close()
     return found
+
+
+def open_array_names():
+    """The names of the open arrays, after a garbage collection. A leak test compares the
+    arrays it made (this set after, less this set before), whatever earlier tests left for
+    the collector: those may be freed at any moment, on a GPU from torch's own threads."""
+    import gc
+
+    from .registry import registry
+
+    gc.collect()
+    return {array.name for array in list(registry._open) if not array.closed}
+
+
+def settle_autograd():
+    """Let torch drop what its engine still holds of finished backward passes (on a GPU,
+    a device thread runs them) before a test counts arrays: one tiny pass on the active
+    backend's torch device."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.ones(1, device=torch_device(), requires_grad=True).sum().backward()
+    gc.collect()

@@ -4,14 +4,12 @@ every backend, and trains (its loss falls) with no hand-written backward.
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
-import gc
 import importlib.util
 import pathlib
 
 import pytest
 
-import gpu_tensorarray as gta
-from gpu_tensorarray.testing import import_torch, torch_device
+from gpu_tensorarray.testing import import_torch, open_array_names, settle_autograd, torch_device
 
 torch = import_torch()
 
@@ -28,13 +26,12 @@ def rnn():
 
 @pytest.mark.parametrize("seed, steps", [(0, None), (1, 1), (2, 13)])
 def test_gradients_equal_the_list_and_stack_model(rnn, backend, seed, steps):
-    gc.collect()
-    before = gta.stats()["live_arrays"]
+    before = open_array_names()
     difference = rnn.max_relative_difference(seed=seed, backend=backend, steps=steps)
     print(f"\n{backend.name} seed {seed}: max relative gradient difference {difference:.3e}")
     assert difference <= 1e-10
-    gc.collect()
-    assert gta.stats()["live_arrays"] == before          # forward arrays freed, gradient arrays closed
+    settle_autograd()
+    assert not open_array_names() - before              # forward arrays freed, gradient arrays closed
 
 
 def test_the_loop_length_comes_from_the_data(rnn, backend):

@@ -15,7 +15,7 @@ import pytest
 
 import gpu_tensorarray as gta
 from gpu_tensorarray.errors import InvalidArgumentError
-from gpu_tensorarray.testing import import_torch, torch_device
+from gpu_tensorarray.testing import import_torch, open_array_names, settle_autograd, torch_device
 
 torch = import_torch()
 from gpu_tensorarray.torch import TensorArray, as_dtype, torch_dtype  # noqa: E402
@@ -299,8 +299,7 @@ def test_two_losses_through_one_array(backend):
 
 
 def test_grad_arrays_are_closed_after_backward(backend):
-    gc.collect()
-    before = gta.stats()["live_arrays"]
+    before = open_array_names()
     x = leaves((3, 4))[0]
     inputs = TensorArray(F64, size=3, clear_after_read=False).unstack(x)
     outputs = TensorArray(F64, size=2).write(0, inputs.read(2)).write(1, inputs.read(0))
@@ -308,13 +307,13 @@ def test_grad_arrays_are_closed_after_backward(backend):
     loss.backward()
     # The two forward arrays stay open (the caller's); their gradient arrays are closed and
     # have left the forward arrays' grads (the pass has ended: nothing refers to them).
-    assert gta.stats()["live_arrays"] == before + 2
+    assert open_array_names() - before == {inputs.handle.name, outputs.handle.name}
     assert open_passes() == 0
     for forward in (inputs, outputs):
         assert not gta.registry.lookup(forward.handle).grads
     del inputs, outputs, loss, forward
-    gc.collect()
-    assert gta.stats()["live_arrays"] == before
+    settle_autograd()
+    assert not open_array_names() - before
 
 
 def test_a_failing_backward_pass_closes_its_grad_arrays(backend):
@@ -351,8 +350,7 @@ def _failing_pass(make_failure):
 
 @pytest.mark.parametrize("failure", ["anomaly_nan", "custom_function", "keyboard_interrupt"])
 def test_a_pass_that_fails_elsewhere_closes_its_grad_arrays(backend, failure):
-    gc.collect()
-    before = gta.stats()["live_arrays"]
+    before = open_array_names()
     if failure == "anomaly_nan":
         def make(x):
             return torch.sqrt(x[0, 0] * 0)      # backward: 0 * inf = nan
@@ -373,20 +371,20 @@ def test_a_pass_that_fails_elsewhere_closes_its_grad_arrays(backend, failure):
     assert open_passes() == 0
     forward = gta.registry.lookup(ta.handle)
     assert not forward.grads          # ended: its gradient arrays closed and gone from grads
-    assert gta.stats()["live_arrays"] == before + 1      # the forward array only
+    assert open_array_names() - before == {forward.name}        # the forward array only
     del x, ta, loss, forward
-    gc.collect()
-    assert gta.stats()["live_arrays"] == before
+    settle_autograd()
+    assert not open_array_names() - before
 
 
 def test_retained_graph_passes_leave_no_open_arrays(backend):
     x = leaves((3, 4))[0]
     loss = _program(x)
-    gc.collect()
-    before = gta.stats()["live_arrays"]
+    before = open_array_names()
     for _ in range(20):
         loss.backward(retain_graph=True)
-    assert open_passes() == 0 and gta.stats()["live_arrays"] == before
+    settle_autograd()
+    assert open_passes() == 0 and not open_array_names() - before
 
 
 def test_retained_graph_passes_leave_no_closed_grad_arrays_behind(backend):

@@ -7,12 +7,10 @@ backend of the ``backend`` fixture, the tensors built where the bridge's come ou
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
-import gc
 
 import pytest
 
-import gpu_tensorarray as gta
-from gpu_tensorarray.testing import import_torch, torch_device
+from gpu_tensorarray.testing import import_torch, open_array_names, settle_autograd, torch_device
 
 torch = import_torch()
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
@@ -243,12 +241,11 @@ def test_weight_gradient_of_an_rnn_with_a_penalty(backend):
 
 
 def test_create_graph_passes_close_their_arrays(backend):
-    gc.collect()
-    before = gta.stats()["live_arrays"]
+    before = open_array_names()
     p = _leaf((2, 3))
     for _ in range(3):
         penalty_grad(_read, p)
         hvp(_split, p.detach().reshape(6, 1).requires_grad_(), torch.ones(6, 1, dtype=F64, device=torch_device()))
     assert open_passes() == 0
-    gc.collect()
-    assert gta.stats()["live_arrays"] == before
+    settle_autograd()
+    assert not open_array_names() - before
