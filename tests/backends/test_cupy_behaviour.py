@@ -1,0 +1,69 @@
+"""What CuPy 14.2 does that the cupy backend must work around, each found on a GPU (an
+H200) after the stand-in had passed the suite: the stand-in's model, checked where it
+matters. The same bodies run against the real CuPy where a GPU is usable and against
+the stand-in elsewhere, so a GPU run shows at once where the stand-in is wrong.
+"""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import gpu_tensorarray as gta
+
+cupy = sys.modules.get("cupy")
+if cupy is None or not (getattr(cupy, "STANDIN", False) or "cupy" in gta.available_backends()):
+    pytest.skip("neither CuPy with a GPU nor the CuPy stand-in is in use", allow_module_level=True)
+
+STANDIN = getattr(cupy, "STANDIN", False)
+F32 = np.float32
+
+
+def test_a_0d_upload_is_a_fill_and_drops_the_sign_of_zero():
+    # core.pyx, _array_default: a 0-d host value is written by fill(), a memset for zero.
+    assert not np.signbit(cupy.asarray(np.float32(-0.0)).get())
+    assert np.signbit(cupy.asarray(np.full(1, -0.0, F32)).get()).all()       # 1-d: copied, sign kept
+
+
+def test_a_scalar_scattered_by_integer_indices_drops_the_sign_of_zero():
+    # _routines_indexing.pyx, _scatter_op_single: core.array(value), the 0-d upload above.
+    array = cupy.ones(4, F32)
+    array[np.array([1, 2])] = np.float32(-0.0)
+    assert np.signbit(array.get()).tolist() == [False, False, False, False]
+    array[np.array([1, 2])] = cupy.asarray(np.full(2, -0.0, F32))               # rows: the sign stays
+    assert np.signbit(array.get()).tolist() == [False, True, True, False]
+
+
+def test_an_empty_array_numpy_cannot_hold_comes_back_with_an_error():
+    # CuPy allocates nothing for it; get() builds it as numpy.ndarray(shape), which refuses.
+    if STANDIN:
+        with pytest.raises(NotImplementedError, match="cannot model"):
+            cupy.zeros((0, 2**40, 2**40), F32)
+        return
+    array = cupy.zeros((0, 2**40, 2**40), F32)
+    with pytest.raises(ValueError, match="too big"):
+        array.get()
+
+
+def test_a_device_to_device_memcpy_copies_the_bytes():
+    source = cupy.asarray(np.arange(6, dtype=F32).reshape(2, 3))
+    target = cupy.empty((3,), F32)
+    target.data.copy_from_device_async(source[1].data, source[1].nbytes)
+    assert target.get().tolist() == [3, 4, 5]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_cuda_does_not_work_in_a_child_made_by_fork():
+    cupy.arange(3).sum().get()                      # CUDA is initialised here
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            cupy.arange(3).sum().get()
+        except Exception as error:      # noqa: BLE001  (CuPy's CUDARuntimeError, whichever module)
+            code = 0 if "initialization error" in str(error).lower() else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
