@@ -5,9 +5,8 @@ parametrised backend (numpy, emulated, cupy). Backends that cannot load here are
 skipped, except those listed in REQUIRED_IN_CI when the CI variable is set: there a
 missing backend fails, so CI can never pass by skipping the emulated kernels.
 ``import_torch`` does the same for PyTorch (gpu_tensorarray.torch's suites): CI
-installs a CPU build, so there a missing torch fails too. ``torch_device`` says on which
-torch device gpu_tensorarray.torch returns a backend's values: where a test builds the
-leaves, weights and reference tensors it mixes with them.
+installs a CPU build, so there a missing torch fails too. ``open_array_names`` lets a
+leak test compare the arrays it made.
 """
 
 import os
@@ -16,7 +15,7 @@ from . import device, get_backend
 from .errors import UnavailableError
 
 __all__ = ["BACKEND_NAMES", "REQUIRED_IN_CI", "load_backend", "backend_fixture", "import_torch", "require_in_ci",
-           "torch_device", "open_array_names", "settle_autograd"]
+           "open_array_names"]
 
 BACKEND_NAMES = ("numpy", "emulated", "cupy")
 REQUIRED_IN_CI = ("numpy", "emulated")
@@ -66,28 +65,6 @@ def import_torch():
     return torch
 
 
-_torch_devices = {}      # backend -> the torch device of its arrays' values
-
-
-def torch_device(backend=None):
-    """The torch device on which gpu_tensorarray.torch returns the values of ``backend``'s
-    arrays (default: the active device's, the ``backend`` fixture's inside a test): a
-    cupy array's GPU where torch has CUDA, else the CPU.
-    The bridge's own answer, ``TensorArray.device``, asked once per backend."""
-    backend = get_backend(backend)
-    found = _torch_devices.get(backend)
-    if found is None:
-        import torch
-
-        from .torch import TensorArray
-
-        with device(backend):
-            probe = TensorArray(torch.float32, size=0)
-        found = _torch_devices[backend] = probe.device
-        probe.close()
-    return found
-
-
 def open_array_names():
     """The names of the open arrays, after a garbage collection. A leak test compares the
     arrays it made (this set after, less this set before), whatever earlier tests left for
@@ -98,16 +75,3 @@ def open_array_names():
 
     gc.collect()
     return {array.name for array in list(registry._open) if not array.closed}
-
-
-def settle_autograd():
-    """Let torch drop what its engine still holds of finished backward passes (on a GPU,
-    a device thread runs them) before a test counts arrays: one tiny pass on the active
-    backend's torch device."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    torch.ones(1, device=torch_device(), requires_grad=True).sum().backward()
-    gc.collect()

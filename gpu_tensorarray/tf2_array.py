@@ -165,10 +165,13 @@ class TF2TensorArray(TensorArray):
 
     # -- values --------------------------------------------------------------------------------
     def _converted(self, value, contents, method):
+        """-> what the op gets. A NumPy array reaches it as it is, as on the class under
+        TF1 rules (a tape knows a source by identity; on a GPU a copy would be another
+        object); other values are converted here, so the checks can read them."""
         if not hasattr(value, "dtype") and not hasattr(value, "__dlpack__"):
             value = dtypes.python_value_as(value, self._dtype)
         backend = contents.array.backend
-        if type(value) is not backend.array_type:
+        if type(value) is not backend.array_type and type(value) is not np.ndarray:
             try:
                 value = backend.asarray(value)
             except InvalidArgumentError as error:

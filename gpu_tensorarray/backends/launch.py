@@ -87,11 +87,13 @@ _expected = {}      # (kernel, dtype) -> ((pointer, const, the numpy dtype taken
 
 
 def _expected_arguments(kernel, dtype):
-    dtype_name = np.dtype(dtype).name
-    by_c_type = {dtypes.c_type(name): np.dtype(dtypes.as_dtype(name))
-                 for names in kernel_sources.KERNEL_DTYPES.values() for name in names}
-    by_c_type[kernel_sources.TEMPLATE_PARAMETER] = np.dtype(dtypes.as_dtype(dtype_name))
-    return tuple((parameter.pointer, parameter.const, by_c_type.get(parameter.type))
+    def numpy_dtype(c_type):
+        if c_type == kernel_sources.TEMPLATE_PARAMETER:
+            return np.dtype(dtype)
+        # The first dtype spelled so (never bfloat16's, whose import is ml_dtypes')
+        return next((np.dtype(name) for names in kernel_sources.KERNEL_DTYPES.values() for name in names
+                     if name != dtypes.BFLOAT16 and dtypes.c_type(name) == c_type), None)
+    return tuple((parameter.pointer, parameter.const, numpy_dtype(parameter.type))
                  for parameter in kernel_sources.signature(kernel).parameters)
 
 

@@ -9,9 +9,10 @@ import pathlib
 
 import pytest
 
-from gpu_tensorarray.testing import import_torch, open_array_names, settle_autograd, torch_device
+from gpu_tensorarray.testing import import_torch, open_array_names
 
 torch = import_torch()
+from torch_helpers import settle_autograd, torch_device  # noqa: E402
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "examples" / "rnn_torch.py"
 

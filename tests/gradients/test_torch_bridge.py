@@ -15,9 +15,10 @@ import pytest
 
 import gpu_tensorarray as gta
 from gpu_tensorarray.errors import InvalidArgumentError
-from gpu_tensorarray.testing import import_torch, open_array_names, settle_autograd, torch_device
+from gpu_tensorarray.testing import import_torch, open_array_names
 
 torch = import_torch()
+from torch_helpers import settle_autograd, torch_device  # noqa: E402
 from gpu_tensorarray.torch import TensorArray, as_dtype, torch_dtype  # noqa: E402
 from gpu_tensorarray.torch.autograd import open_passes  # noqa: E402
 

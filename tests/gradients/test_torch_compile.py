@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from gpu_tensorarray.testing import import_torch, torch_device
+from gpu_tensorarray.testing import import_torch
 
 torch = import_torch()
+from torch_helpers import torch_device  # noqa: E402
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
 from torch._dynamo import trace_rules  # noqa: E402
 

@@ -10,9 +10,10 @@ Needs torch: skipped without it, except under CI=true, where a missing torch fai
 
 import pytest
 
-from gpu_tensorarray.testing import import_torch, open_array_names, settle_autograd, torch_device
+from gpu_tensorarray.testing import import_torch, open_array_names
 
 torch = import_torch()
+from torch_helpers import settle_autograd, torch_device  # noqa: E402
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
 from gpu_tensorarray.torch.autograd import open_passes  # noqa: E402
 

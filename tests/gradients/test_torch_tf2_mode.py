@@ -8,9 +8,10 @@ Needs torch: skipped without it, except under CI=true, where a missing torch fai
 import pytest
 
 from gpu_tensorarray.errors import InvalidArgumentError, UnimplementedError
-from gpu_tensorarray.testing import import_torch, torch_device
+from gpu_tensorarray.testing import import_torch
 
 torch = import_torch()
+from torch_helpers import torch_device  # noqa: E402
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
 from gpu_tensorarray.torch.tf2 import TF2TensorArray  # noqa: E402
 
