@@ -83,7 +83,7 @@ def check_arguments(kernel, dtype, args):
         _expected[kernel, dtype] = _expected_arguments(kernel, dtype)
 
 
-_expected = {}      # (kernel, dtype) -> ((pointer, const, the numpy dtype taken), ...) per parameter
+_expected: dict = {}      # (kernel, dtype) -> ((pointer, const, the numpy dtype taken), ...) per parameter
 
 
 def _expected_arguments(kernel, dtype):
