@@ -28,16 +28,20 @@ from .host import broadcast_rows, element_count, index_vector
 __all__ = ["Layout", "UniformLayout", "RaggedLayout", "StringLayout", "new_layout"]
 
 
-def new_layout(backend, dtype, owner=""):
-    """An empty layout for elements of ``dtype`` on ``backend``."""
+def new_layout(backend, dtype, owner="", hold=None):
+    """An empty layout for elements of ``dtype`` on ``backend`` (``hold``: Layout's)."""
     if dtype is strings.STRING:
         return StringLayout(backend, dtype, owner)
-    return UniformLayout(backend, dtype, owner=owner)
+    return UniformLayout(backend, dtype, owner=owner, hold=hold)
 
 
 def _listed(slots):
     """Slots (a range, a tuple or a host int vector) as Python ints."""
     return slots.tolist() if hasattr(slots, "tolist") else slots
+
+
+def _hold_nothing(*buffers):
+    pass
 
 
 def _grown(capacity, needed):
@@ -49,16 +53,21 @@ class Layout:
     """What a layout promises storage. A slot has a shape once storage gives it one
     (``set_shapes``, ``store``) and a value once stored; a slot with a shape and no
     value is "soft": ``materialize`` gives it zeros. Values returned by reads are
-    read-only where the backend allows (views of the layout's memory)."""
+    read-only where the backend allows (views of the layout's memory).
+
+    ``hold(*buffers)`` (the array's, Backend.array_hold) gets the device memory the
+    layout drops (its buffer, on growth) before it goes: another stream may still be
+    reading it (backends/device_guard.py)."""
 
     #: Rows a slab has (UniformLayout's; none here).
     capacity = 0
     slab = None
 
-    def __init__(self, backend, dtype, owner=""):
+    def __init__(self, backend, dtype, owner="", hold=None):
         self.backend = backend
         self.dtype = dtype
         self.owner = owner              # the array's name, for out-of-memory messages
+        self.hold = _hold_nothing if hold is None else hold
         # Values of this type need no ``convert`` (None: every value does).
         self.native_type = backend.native_type
 
@@ -121,10 +130,10 @@ class Layout:
         which slots are written) that accepts every shape; this one is left as it is."""
         raise NotImplementedError
 
-    def shapes_for_gradient(self, prepend, slots, owner):
-        """A new layout of the same kind (for gradient array ``owner``) in which every
-        slot in ``slots`` (a host int vector) has shape ``prepend + its shape here`` and
-        no value."""
+    def shapes_for_gradient(self, prepend, slots, owner, hold=None):
+        """A new layout of the same kind (for gradient array ``owner``, whose ``hold`` it
+        takes) in which every slot in ``slots`` (a host int vector) has shape
+        ``prepend + its shape here`` and no value."""
         raise NotImplementedError
 
     # -- writes -----------------------------------------------------------------------------
@@ -216,8 +225,8 @@ class UniformLayout(Layout):
 
     __slots__ = ("slab", "view")
 
-    def __init__(self, backend, dtype, row_shape=None, owner=""):
-        super().__init__(backend, dtype, owner)
+    def __init__(self, backend, dtype, row_shape=None, owner="", hold=None):
+        super().__init__(backend, dtype, owner, hold)
         self.row_shape = row_shape      # None until the first element is stored
         self.slab = None                # [capacity, *row_shape]
         self.view = None                # the slab, read-only where the backend allows
@@ -265,14 +274,15 @@ class UniformLayout(Layout):
         slab = self.backend.zeros(shape, self.dtype)
         if self.slab is not None:
             slab[: self.capacity] = self.slab
+            self.hold(self.slab)                # the copy out of it may still be pending
         self.slab, self.view, self.capacity, self.row_shape = slab, self.backend.readonly(slab), capacity, row_shape
 
     def widened(self, slots_with_shape, slots_with_values):
         return RaggedLayout.from_uniform(self, slots_with_shape, slots_with_values)
 
-    def shapes_for_gradient(self, prepend, slots, owner):
+    def shapes_for_gradient(self, prepend, slots, owner, hold=None):
         row_shape = None if self.row_shape is None else prepend + self.row_shape
-        return UniformLayout(self.backend, self.dtype, row_shape, owner)
+        return UniformLayout(self.backend, self.dtype, row_shape, owner, hold)
 
     def set_shapes(self, slots, shape):
         # Unwritten slab rows are zeros: the soft values themselves.
@@ -344,8 +354,8 @@ class _PerSlotLayout(Layout):
     """A layout that keeps each slot's shape itself (``shapes``), so any mix of shapes
     fits and it never widens: the ragged and the string layouts."""
 
-    def __init__(self, backend, dtype, owner=""):
-        super().__init__(backend, dtype, owner)
+    def __init__(self, backend, dtype, owner="", hold=None):
+        super().__init__(backend, dtype, owner, hold)
         self.shapes = {}                  # slot -> shape (also for soft, valueless slots)
 
     def slot_shape(self, index):
@@ -357,8 +367,8 @@ class _PerSlotLayout(Layout):
     def widened(self, slots_with_shape, slots_with_values):
         return self
 
-    def shapes_for_gradient(self, prepend, slots, owner):
-        layout = type(self)(self.backend, self.dtype, owner)
+    def shapes_for_gradient(self, prepend, slots, owner, hold=None):
+        layout = type(self)(self.backend, self.dtype, owner, hold)
         for index in _listed(slots):
             layout.shapes[index] = prepend + self.shapes[index]
         return layout
@@ -383,8 +393,8 @@ class _PerSlotLayout(Layout):
 
 
 class RaggedLayout(_PerSlotLayout):
-    def __init__(self, backend, dtype, owner=""):
-        super().__init__(backend, dtype, owner)
+    def __init__(self, backend, dtype, owner="", hold=None):
+        super().__init__(backend, dtype, owner, hold)
         self.flat = backend.zeros((0,), dtype)
         self.readable = backend.readonly(self.flat)   # indexed to make returned values
         self.end = 0                      # first free element of ``flat``
@@ -392,7 +402,7 @@ class RaggedLayout(_PerSlotLayout):
 
     @classmethod
     def from_uniform(cls, uniform, slots_with_shape, slots_with_values):
-        ragged = cls(uniform.backend, uniform.dtype, uniform.owner)
+        ragged = cls(uniform.backend, uniform.dtype, uniform.owner, uniform.hold)
         for index in slots_with_shape:
             ragged.shapes[index] = uniform.row_shape
         if slots_with_values:
@@ -426,6 +436,7 @@ class RaggedLayout(_PerSlotLayout):
         if capacity is not None:
             flat = self.backend.zeros((capacity,), self.dtype)
             flat[:self.end] = self.flat[:self.end]
+            self.hold(self.flat)                # the copy out of it may still be pending
             self.flat, self.readable = flat, self.backend.readonly(flat)   # its read-only root, once
 
     def _undo_values(self, slots, rows):
@@ -531,8 +542,8 @@ class StringLayout(_PerSlotLayout):
     What reads return is new: made in ``row``/``prepare_*`` through the backend's
     door, counted against the host's memory (their pointers: the bytes are shared)."""
 
-    def __init__(self, backend, dtype, owner=""):
-        super().__init__(backend, dtype, owner)
+    def __init__(self, backend, dtype, owner="", hold=None):
+        super().__init__(backend, dtype, owner, hold)
         self.native_type = None         # every value goes through ``convert``: a string check
         self.values = {}                # slot -> object array (slots with a value)
         self._nbytes = 0

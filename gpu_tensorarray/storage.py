@@ -85,7 +85,14 @@ class ArrayStorage:
         self._unread = True
         self._soft_count = 0
         self._attention = False                     # closed, or _unmarked_reads: see _attend
-        self._layout = new_layout(backend, dtype, owner=name)
+        # The one place an op's device work is put on the array's device and ordered
+        # across streams: the backend's device step, entered under the C lock
+        # (backends/device_guard.py; on the CPU, a C-level no-op). Device memory an op
+        # drops goes to ``_hold`` first: another stream may still be reading it.
+        self._lock = backend.array_lock()
+        self._on_device = backend.array_device()
+        self._hold = backend.array_hold(self._on_device)
+        self._layout = new_layout(backend, dtype, owner=name, hold=self._hold)
         self._native_type = self._layout.native_type
         self._fills_zeros = dtypes.fills_zeros(dtype)     # strings have no zeros (TensorSetZero)
         self._aggregatable = dtype in dtypes.AGGREGATABLE
@@ -93,11 +100,6 @@ class ArrayStorage:
         # ``register``); the forward array keeps its gradient arrays alive, as TF's
         # per-step container does, and names them to whoever asks (``grads``).
         self._grads = {}
-        # The one place an op's device work is put on the array's device and ordered
-        # across streams: the backend's device step, entered under the C lock
-        # (backends/device_guard.py; on the CPU, a C-level no-op).
-        self._lock = backend.array_lock()
-        self._on_device = backend.array_device()
         self._accepted_shape = None                 # a value shape known to need no element-shape work
         self._forked = None                         # why a forked child cannot use it: after_fork
 
@@ -165,6 +167,7 @@ class ArrayStorage:
             self._attention = True
         self._lock = self.backend.array_lock()
         self._on_device = self.backend.array_device()
+        self._hold = self._layout.hold = self.backend.array_hold(self._on_device)
 
     # -- checks shared by several ops (texts: messages.py) ---------------------------------------
     def _check_value_dtype(self, value):
@@ -297,6 +300,7 @@ class ArrayStorage:
         written = (view & WRITTEN).nonzero()[0].tolist()
         valued = (view & VALUE).nonzero()[0].tolist()
         del view
+        self._hold(self._layout)            # the commit drops it: the copy out of it may be pending
         return self._layout.widened(written, valued)
 
     def _flags_for(self, size, layout, *reserve):
@@ -925,8 +929,9 @@ class ArrayStorage:
         """Drop every slot's storage and the handles of this array's gradient arrays (no
         op can reach them through a closed array: they live on only while their own
         handles do); closing twice is fine."""
-        empty, flags = new_layout(self.backend, self.dtype, owner=self.name), bytearray()
+        empty, flags = new_layout(self.backend, self.dtype, owner=self.name, hold=self._hold), bytearray()
         with self._lock, self._on_device:
+            self._hold(self._layout)        # dropped below: freed once other streams are ordered
             # Plain assignments, no call: an interrupt lands before them or after them.
             self._closed = self._attention = True
             self._layout = empty
@@ -983,7 +988,7 @@ class ArrayStorage:
         view = flag_view(forward._flags)
         written = (view & WRITTEN).nonzero()[0]
         del view
-        self._layout = forward._layout.shapes_for_gradient(prepend, written, self.name)
+        self._layout = forward._layout.shapes_for_gradient(prepend, written, self.name, self._hold)
         flag_view(self._flags)[written] = WRITTEN
         self._written_count = self._soft_count = len(written)
 

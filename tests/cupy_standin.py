@@ -210,23 +210,33 @@ class Device:
 class Stream:
     """cupy/cuda/stream.pyx: a stream belongs to the device current when it is made;
     ``with stream:`` makes it the thread's current stream; ``Stream.null`` is the
-    default (legacy) stream of whichever device is current."""
+    default (legacy) stream of whichever device is current, one stream for every
+    thread; ``Stream.ptds`` is CUDA's per-thread default stream (``ptds=True``, handle
+    ``runtime.streamPerThread``): one handle naming each calling thread's own stream,
+    so its ``name`` is the calling thread's (``ptds:<thread name>``)."""
 
-    _numbers = iter(range(1, 1 << 62))
+    _numbers = iter(range(3, 1 << 62))  # 0, 1, 2: the default streams' handles (null, legacy, per-thread)
 
-    def __init__(self, null=False, non_blocking=False, ptr=None, name=None):
+    def __init__(self, null=False, non_blocking=False, ptds=False, ptr=None, name=None):
         self.device_id = _current_device()
-        self.ptr = 0 if null else next(Stream._numbers)
-        self.name = name or ("null" if null else f"stream{self.ptr}")
-        self._previous = []
+        self.ptr = 0 if null else _STREAM_PER_THREAD if ptds else next(Stream._numbers)
+        self._name = name or ("null" if null else f"stream{self.ptr}")
+
+    @property
+    def name(self):
+        if self.ptr == _STREAM_PER_THREAD:
+            return f"ptds:{threading.current_thread().name}"
+        return self._name
 
     def __enter__(self):
-        self._previous.append(getattr(_thread, "stream", None))
+        # stream.pyx's _ThreadLocal.push_stream: a stack per thread (a stream may be
+        # entered by several threads at once: the default streams are singletons).
+        _thread.__dict__.setdefault("streams", []).append(getattr(_thread, "stream", None))
         _thread.stream = self
         return self
 
     def __exit__(self, *exc_info):
-        _thread.stream = self._previous.pop()
+        _thread.stream = _thread.streams.pop()
         return False
 
     def use(self):
@@ -245,18 +255,22 @@ class Stream:
         event.record(self)
         return event
 
+    # The default streams' handles name no one device's stream: compared by handle only.
     def __eq__(self, other):
-        return isinstance(other, Stream) and (other.ptr, other.device_id) == (self.ptr, self.device_id) \
-            if self.ptr else isinstance(other, Stream) and other.ptr == 0
+        if not isinstance(other, Stream) or other.ptr != self.ptr:
+            return False
+        return self.ptr in (0, _STREAM_PER_THREAD) or other.device_id == self.device_id
 
     def __hash__(self):
-        return hash(("Stream", self.ptr, self.device_id if self.ptr else None))
+        return hash(("Stream", self.ptr, None if self.ptr in (0, _STREAM_PER_THREAD) else self.device_id))
 
     def __repr__(self):
         return f"<Stream {self.name} (device {self.device_id})>"
 
 
+_STREAM_PER_THREAD = 2      # cupy_backends/cuda/api/runtime.pyx: streamPerThread (cudaStreamPerThread)
 Stream.null = Stream(null=True)
+Stream.ptds = Stream(ptds=True)
 
 
 def get_current_stream(device_id=None):
@@ -297,8 +311,12 @@ class Event:
 class MemoryPool:
     """cupy/cuda/memory.pyx's MemoryPool, per device: ``set_limit(size=...)``, used and
     total bytes; an allocation past the limit raises OutOfMemoryError(size, total, limit)
-    before anything is allocated. Freed memory returns to the pool (its stream's
-    free list, in CuPy): it is counted as free again at once here."""
+    before anything is allocated. Freed memory returns to the pool at once, to the
+    arena of the stream that allocated it (SingleDeviceMemoryPool._malloc picks the
+    arena of ``_get_stream_identifier(current stream)``, one per thread for the
+    per-thread default stream; ``free`` inserts the chunk back into ``chunk.arena``):
+    the next allocation on that stream may reuse it at once, ordered after nothing on
+    other streams. The log names that stream for each free."""
 
     def __init__(self, device_id):
         self.device_id = device_id
@@ -375,7 +393,7 @@ def _allocate(shape, dtype, fill=POISON):
     except MemoryError:
         _pools[device].free(nbytes, stream.name)
         raise OutOfMemoryError(nbytes, _pools[device].used_bytes(), _pools[device].get_limit()) from None
-    weakref.finalize(root, _pools[device].free, nbytes, stream.name)
+    weakref.finalize(root, _pools[device].free, nbytes, stream.name)      # its arena: the allocating stream's
     data = root[:nbytes].view(dtype).reshape(shape)
     return ndarray._wrap(data, device)
 
@@ -1149,7 +1167,8 @@ runtime = _module(
     "cupy.cuda.runtime", CUDARuntimeError=CUDARuntimeError,
     getDeviceCount=lambda: DEVICE_COUNT, getDevice=_current_device, setDevice=_set_device,
     memGetInfo=lambda: _pools[_current_device()].free_and_total(),
-    deviceSynchronize=lambda: _synchronize_device(_current_device()), is_hip=False)
+    deviceSynchronize=lambda: _synchronize_device(_current_device()), is_hip=False,
+    streamLegacy=1, streamPerThread=_STREAM_PER_THREAD)
 driver = _module("cupy.cuda.driver", CUDADriverError=CUDADriverError)
 memory = _module("cupy.cuda.memory", OutOfMemoryError=OutOfMemoryError, MemoryPool=MemoryPool,
                  MemoryPointer=MemoryPointer)

@@ -137,6 +137,14 @@ class Backend:
         of the array's own that nothing else takes, so an op makes no Python call for it."""
         return threading.Lock()
 
+    def array_hold(self, step):
+        """-> ``hold(*buffers)`` for the ops of an array whose device step is ``step``
+        (``array_device()``'s): the device memory an op drops (a regrown slab, a replaced
+        layout) is handed to it before it goes, and kept until the op's work is ordered
+        before any reuse of that memory (device_guard.DeviceScope.hold). On the CPU
+        memory is freed in program order: it keeps nothing."""
+        return _hold_nothing
+
     def copy(self, array):
         """A new array with ``array``'s values, on this backend's device."""
         raise self._missing("copy")
@@ -236,6 +244,10 @@ def guarded(guard, indices, prepare):
 
 def _refused(dst):
     return False
+
+
+def _hold_nothing(*buffers):
+    pass
 
 
 def host_memory_limit():

@@ -144,6 +144,11 @@ class _CudaDevice:
     def current_stream(self):
         return cupy.cuda.get_current_stream()
 
+    def per_thread(self, stream):
+        # cudaStreamPerThread names the calling thread's own default stream (the legacy
+        # one, 0, is one stream for every thread).
+        return stream.ptr == cupy.cuda.runtime.streamPerThread
+
     def new_event(self):
         return cupy.cuda.Event(disable_timing=True)
 
@@ -271,6 +276,9 @@ class CupyBackend(KernelRows, Backend):
 
     def array_device(self):
         return DeviceScope(self._cuda_device)
+
+    def array_hold(self, step):
+        return step.hold
 
     def readonly(self, array):
         # CuPy has no read-only arrays, and any view could be written through (or

@@ -135,7 +135,7 @@ def test_an_op_from_another_stream_waits_for_the_arrays_last_event():
     first_on_b = next(i for i, entry in enumerate(ordered) if entry[:2] == ("launch", b.name))
     assert ("record", a.name, None) in ordered[:first_on_b]
     assert ("wait", b.name, a.name) in ordered[:first_on_b], ordered
-    assert ordered[-1] == ("record", b.name, None)
+    assert ordered[-2:] == [("record", b.name, None), ("wait", a.name, b.name)]   # a: after b's op
 
 
 def test_an_array_on_device_1_does_its_work_there():

@@ -61,8 +61,8 @@ class Runtime:
 
 
 class Stream:
-    def __init__(self, name):
-        self.name = name
+    def __init__(self, name, per_thread=False):
+        self.name, self.per_thread = name, per_thread
 
     def wait_event(self, event):
         event.runtime.log.append(("wait", self.name, event.recorded_on))
@@ -71,7 +71,7 @@ class Stream:
         return f"Stream({self.name})"
 
 
-DEFAULT_STREAM = Stream("default")
+DEFAULT_STREAM = Stream("default", per_thread=True)     # CUDA's per-thread default stream
 
 
 class Event:
@@ -100,6 +100,9 @@ class SimulatedDevice:
 
     def current_stream(self):
         return self.runtime.stream
+
+    def per_thread(self, stream):
+        return stream.per_thread
 
     def new_event(self):
         return Event(self.runtime, self.index)
@@ -198,6 +201,9 @@ class DeviceDouble(NumpyBackend):
 
     def array_device(self):
         return DeviceScope(self._simulated)
+
+    def array_hold(self, step):
+        return step.hold
 
     def allocate(self, make, nbytes, what, host=False):
         with self._scope():
@@ -444,10 +450,12 @@ def test_an_op_from_another_stream_waits_on_the_last_ops_event(double, runtime):
         array.read(1, F32)
     with runtime.on(a):
         array.read(0, F32)
+    # Once two streams have used the array, each op's exit also makes the other wait on
+    # its event: memory the op freed may go back to the other stream's pool.
     assert runtime.log == [("record", "A"),
-                           ("wait", "B", "A"), ("record", "B"),
-                           ("record", "B"),
-                           ("wait", "A", "B"), ("record", "A")]
+                           ("wait", "B", "A"), ("record", "B"), ("wait", "A", "B"),
+                           ("record", "B"), ("wait", "A", "B"),
+                           ("wait", "A", "B"), ("record", "A"), ("wait", "B", "A")]
 
 
 def test_one_stream_handle_from_two_threads_waits(double, runtime):
@@ -457,7 +465,9 @@ def test_one_stream_handle_from_two_threads_waits(double, runtime):
     worker = threading.Thread(target=array.write, args=(1, np.ones(2, F32)))
     worker.start()
     worker.join()
-    assert runtime.log == [("record", "default"), ("wait", "default", "default"), ("record", "default")]
+    # Its exit cannot name the first thread's stream: it waits for the device instead.
+    assert runtime.log == [("record", "default"), ("wait", "default", "default"), ("record", "default"),
+                           ("synchronize", 1)]
 
 
 def test_a_failing_op_still_releases_the_array_and_the_device(double, runtime):

@@ -415,6 +415,9 @@ class _FakeDevice:
     def current_stream(self):
         return self
 
+    def per_thread(self, stream):
+        return False
+
     def wait_event(self, event):
         self.log.append("wait")
 
