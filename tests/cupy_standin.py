@@ -228,19 +228,28 @@ class Stream:
             return f"ptds:{threading.current_thread().name}"
         return self._name
 
+    def _owner(self):
+        # A default stream (null, per-thread) is the current device's (stream.pyx: device_id -1).
+        return _current_device() if self.ptr in (0, _STREAM_PER_THREAD) else self.device_id
+
     def __enter__(self):
-        # stream.pyx's _ThreadLocal.push_stream: a stack per thread (a stream may be
-        # entered by several threads at once: the default streams are singletons).
-        _thread.__dict__.setdefault("streams", []).append(getattr(_thread, "stream", None))
-        _thread.stream = self
+        # stream.pyx's _ThreadLocal.push_stream: a current stream and a stack per thread
+        # and per device (a stream may be entered by several threads at once: the
+        # default streams are singletons).
+        device = self._owner()
+        current, stacks = _thread_streams()
+        stacks[device].append(current[device])
+        current[device] = self
         return self
 
     def __exit__(self, *exc_info):
-        _thread.stream = _thread.streams.pop()
+        device = self._owner()
+        current, stacks = _thread_streams()
+        current[device] = stacks[device].pop()
         return False
 
     def use(self):
-        _thread.stream = self
+        _thread_streams()[0][self._owner()] = self
         return self
 
     def synchronize(self):
@@ -273,10 +282,18 @@ Stream.null = Stream(null=True)
 Stream.ptds = Stream(ptds=True)
 
 
+def _thread_streams():
+    """(current stream per device, ``with`` stack per device) of this thread."""
+    streams = _thread.__dict__.get("streams")
+    if streams is None:
+        streams = _thread.streams = ([Stream.null] * DEVICE_COUNT, [[] for _ in range(DEVICE_COUNT)])
+    return streams
+
+
 def get_current_stream(device_id=None):
-    """cupy/cuda/stream.pyx: the thread's current stream (the null stream by default)."""
-    stream = getattr(_thread, "stream", None)
-    return Stream.null if stream is None else stream
+    """cupy/cuda/stream.pyx: the thread's current stream of a device (by default the
+    current device's; the null stream until one is made current there)."""
+    return _thread_streams()[0][_current_device() if device_id is None else device_id]
 
 
 class Event:
@@ -1203,7 +1220,7 @@ def reset():
     for pool in _pools:
         pool.set_limit(size=0)
     _thread.device = 0
-    _thread.stream = None
+    _thread.__dict__.pop("streams", None)
 
 
 def real_cupy_sees_a_device():

@@ -261,7 +261,13 @@ class CupyBackend(KernelRows, Backend):
                 return None if host is None else self.from_host(host)
         if value.device.id == self._device.id:
             return value
+        with value.device:
+            # The value is ready in the order of its device's current stream: the copy
+            # (on this device's current stream) comes after what that stream has queued.
+            ready = cupy.cuda.Event(disable_timing=True)
+            ready.record()
         with self._device:
+            cupy.cuda.get_current_stream().wait_event(ready)
             return value.copy()                   # CuPy copies across devices into the current one
 
     def to_numpy(self, array):

@@ -1,4 +1,5 @@
-"""Memory an op frees while other streams use the array (issue 22).
+"""Memory an op frees while other streams use the array, and values from another device
+(issue 22).
 
 CuPy's pool is stream-ordered: a freed block goes back to the arena of the stream that
 allocated it, and the next allocation on that stream may reuse it at once, ordered after
@@ -186,6 +187,25 @@ def test_the_legacy_default_stream_is_one_stream_for_every_thread(standin):
         thread.join(60)
     kinds = [entry[0] for entry in log]
     assert "sync" not in kinds and kinds.count("wait") == 1, log     # the op's entry wait only
+
+
+# -- a value from another device ---------------------------------------------------------------------
+
+@on_standin
+def test_a_value_from_another_device_is_copied_after_its_devices_stream(standin):
+    # The value is ready in the order of its device's current stream; the copy onto the
+    # array's device runs on that device's stream, after a wait on the value's.
+    handle, flow = ro.TensorArrayV3(2, F32, element_shape=(4,))
+    with cupy.cuda.Device(1):
+        with cupy.cuda.Stream(non_blocking=True) as producer:
+            value = cupy.arange(4, dtype=F32)
+            with cupy.recording() as log:
+                ro.TensorArrayWriteV3(handle, 0, value, flow)
+    record = log.index(("record", 1, producer.name, None))
+    wait = next(i for i, entry in enumerate(log) if entry[:2] == ("wait", 0) and entry[3] == producer.name)
+    copy = next(i for i, entry in enumerate(log) if entry[:2] == ("launch", 0) and entry[3] == "copy")
+    assert record < wait < copy, log
+    assert gta.to_numpy(ro.TensorArrayReadV3(handle, 0, flow, F32)).tolist() == [0, 1, 2, 3]
 
 
 # -- interrupts: what an op held goes only once other streams are ordered ---------------------------
