@@ -178,6 +178,7 @@ class CupyBackend(KernelRows, Backend):
         self._device = cupy.cuda.Device(index)
         self._cuda_device = _CudaDevice(index)
         self._module = _CupyModule()
+        self._memory_total = None
         # Atomics older GPUs lack (float64 before sm_60, float16 before sm_70, bfloat16
         # before sm_80) add deterministically there.
         self.atomic_dtypes = kernel_sources.atomic_dtypes(self._device.compute_capability)
@@ -292,8 +293,12 @@ class CupyBackend(KernelRows, Backend):
         return _CopyingIndexer(array, self)
 
     def memory_limit(self):
-        with self._device:
-            return cupy.cuda.runtime.memGetInfo()[1]
+        # The device's total memory, a constant: asked once (memGetInfo is a driver call,
+        # and a layout asks before each growth).
+        if self._memory_total is None:
+            with self._device:
+                self._memory_total = cupy.cuda.runtime.memGetInfo()[1]
+        return self._memory_total
 
     def synchronize(self):
         self._device.synchronize()
