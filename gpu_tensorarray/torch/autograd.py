@@ -35,7 +35,7 @@ from torch.autograd import Function
 from .. import raw_ops
 from ..registry import registry
 from ..errors import InvalidArgumentError
-from .crossing import cuda_scope, to_torch, unsupported_transform
+from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
            "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
@@ -206,7 +206,7 @@ class _WriteRun(Function):
         if ctx.internal:
             return none + _accumulated_grads(gradient, writes, _current_pass().rows.setdefault(ctx.array[:2], {}))
         # On a CPU backend without CUDA every value was a CPU tensor.
-        same_device = ctx.backend.name != "cupy" and not torch.cuda.is_available()
+        same_device = ctx.backend.name != "cupy" and not torch_has_cuda()
         return none + _value_grads(gradient, writes, same_device)
 
 

@@ -15,6 +15,7 @@ one stream and nothing synchronises.
 """
 
 import contextlib
+import functools
 import sys
 
 import numpy as np
@@ -109,12 +110,24 @@ def unsupported_transform(owner=None):
         f"higher orders){about(owner)}")
 
 
+@functools.cache
+def torch_has_cuda():
+    """``torch.cuda.is_available()``, asked once: every GPU op crosses here, and the answer
+    is fixed once torch has looked (a child made by fork cannot use CUDA either way)."""
+    return torch.cuda.is_available()
+
+
+# The raw handle of torch's current stream on a device: what torch.cuda.current_stream(i)
+# .cuda_stream gives, without building a Stream object (torch's compiled code calls it so).
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def to_torch(array, backend):
     """An array the library returned, as a torch tensor on the array's device that no
     in-place torch op can use to change the array."""
     if backend.name == "cupy":
         cupy = sys.modules["cupy"]
-        if not torch.cuda.is_available():          # a CPU-only torch next to a CuPy array
+        if not torch_has_cuda():                    # a CPU-only torch next to a CuPy array
             return torch.from_numpy(cupy.asnumpy(array))
         return torch.from_dlpack(array.copy())      # inside cuda_scope: no synchronisation
     if type(array) is not np.ndarray:
@@ -154,8 +167,8 @@ def cuda_scope_for_index(index):
     if index is None:
         index = cupy.cuda.runtime.getDevice()
     stream = None
-    if torch.cuda.is_available():
-        pointer = torch.cuda.current_stream(index).cuda_stream
+    if torch_has_cuda():
+        pointer = _current_raw_stream(index) if _current_raw_stream else torch.cuda.current_stream(index).cuda_stream
         stream = _external_streams.get((index, pointer))
         if stream is None:
             stream = _external_streams[index, pointer] = cupy.cuda.ExternalStream(pointer, index)

@@ -15,7 +15,7 @@ from ..registry import registry
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
-from .crossing import as_dtype, cuda_scope, host_value, to_backend, torch_dtype
+from .crossing import as_dtype, cuda_scope, host_value, to_backend, torch_dtype, torch_has_cuda
 from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
@@ -108,7 +108,7 @@ class TensorArray:
     @property
     def device(self):
         """The torch device of the values read out."""
-        if self._backend.name == "cupy" and torch.cuda.is_available():
+        if self._backend.name == "cupy" and torch_has_cuda():
             return torch.device(self._backend.device)
         return torch.device("cpu")
 
