@@ -256,8 +256,10 @@ def test_random_interrupts_over_loops_of_ops(backend):
         for _ in range(_TRIALS):
             handles = _fresh_handles()
             armed[0] = True
-            signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.004), 0.002)
             try:
+                # Inside the try: the first tick may come before the next line runs, and the
+                # timer must be stopped whatever it interrupts.
+                signal.setitimer(signal.ITIMER_REAL, rng.uniform(0.0005, 0.004), 0.002)
                 _random_ops(rng, handles)
                 pytest.fail("no interrupt came")
             except KeyboardInterrupt as interrupt:
@@ -273,6 +275,8 @@ def test_random_interrupts_over_loops_of_ops(backend):
                 assert not consistency(array), (handle.name, consistency(array))
                 size(handle)                    # usable: its lock is free
     finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)     # before SIGALRM's default action (exit) is back
         signal.signal(signal.SIGALRM, previous)
         sys.unraisablehook = unraisable
     assert inside > _TRIALS // 10, f"only {inside} of {_TRIALS} interrupts landed inside an op"
