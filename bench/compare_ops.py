@@ -19,19 +19,18 @@ STEPS = 2000
 
 
 def main(backend, label=""):
-    N = STEPS
     with gta.device(backend):
         active = gta.get_backend(backend)
         value = active.asarray(np.ones(64, np.float32))
-        indices = [np.int32(i) for i in range(N)]
-        h, f = R.TensorArrayV3(size=N, dtype=np.float32, element_shape=[64], clear_after_read=False)
-        for i in range(N):
+        indices = [np.int32(i) for i in range(STEPS)]
+        h, f = R.TensorArrayV3(size=STEPS, dtype=np.float32, element_shape=[64], clear_after_read=False)
+        for i in range(STEPS):
             f = R.TensorArrayWriteV3(handle=h, index=i, value=value, flow_in=f)
         rows = active.asarray(np.ones((1024, 64), np.float32))
         scatter_indices = np.random.default_rng(0).integers(0, 1024, 1024).astype(np.int32)
 
         def writes():
-            wh, wf = R.TensorArrayV3(size=N, dtype=np.float32, element_shape=[64])
+            wh, wf = R.TensorArrayV3(size=STEPS, dtype=np.float32, element_shape=[64])
             for i in indices:
                 wf = R.TensorArrayWriteV3(handle=wh, index=i, value=value, flow_in=wf)
             active.synchronize()
@@ -52,7 +51,7 @@ def main(backend, label=""):
             R.TensorArrayCloseV3(handle=g); R.TensorArrayCloseV3(handle=fh)
 
         out = []
-        for name, fn, count in (("write", writes, N), ("read", reads, N), ("scatter_add", scatters, 200)):
+        for name, fn, count in (("write", writes, STEPS), ("read", reads, STEPS), ("scatter_add", scatters, 200)):
             fn()
             best = float("inf")
             for _ in range(5):
