@@ -28,20 +28,16 @@ from .host import broadcast_rows, element_count, index_vector
 __all__ = ["Layout", "UniformLayout", "RaggedLayout", "StringLayout", "new_layout"]
 
 
-def new_layout(backend, dtype, owner="", hold=None):
+def new_layout(backend, dtype, owner, hold):
     """An empty layout for elements of ``dtype`` on ``backend`` (``hold``: Layout's)."""
     if dtype is strings.STRING:
-        return StringLayout(backend, dtype, owner)
-    return UniformLayout(backend, dtype, owner=owner, hold=hold)
+        return StringLayout(backend, dtype, owner, hold)
+    return UniformLayout(backend, dtype, None, owner, hold)
 
 
 def _listed(slots):
     """Slots (a range, a tuple or a host int vector) as Python ints."""
     return slots.tolist() if hasattr(slots, "tolist") else slots
-
-
-def _hold_nothing(*buffers):
-    pass
 
 
 def _grown(capacity, needed):
@@ -63,11 +59,11 @@ class Layout:
     capacity = 0
     slab = None
 
-    def __init__(self, backend, dtype, owner="", hold=None):
+    def __init__(self, backend, dtype, owner, hold):
         self.backend = backend
         self.dtype = dtype
         self.owner = owner              # the array's name, for out-of-memory messages
-        self.hold = _hold_nothing if hold is None else hold
+        self.hold = hold
         # Values of this type need no ``convert`` (None: every value does).
         self.native_type = backend.native_type
 
@@ -130,7 +126,7 @@ class Layout:
         which slots are written) that accepts every shape; this one is left as it is."""
         raise NotImplementedError
 
-    def shapes_for_gradient(self, prepend, slots, owner, hold=None):
+    def shapes_for_gradient(self, prepend, slots, owner, hold):
         """A new layout of the same kind (for gradient array ``owner``, whose ``hold`` it
         takes) in which every slot in ``slots`` (a host int vector) has shape
         ``prepend + its shape here`` and no value."""
@@ -225,7 +221,7 @@ class UniformLayout(Layout):
 
     __slots__ = ("slab", "view")
 
-    def __init__(self, backend, dtype, row_shape=None, owner="", hold=None):
+    def __init__(self, backend, dtype, row_shape, owner, hold):
         super().__init__(backend, dtype, owner, hold)
         self.row_shape = row_shape      # None until the first element is stored
         self.slab = None                # [capacity, *row_shape]
@@ -280,7 +276,7 @@ class UniformLayout(Layout):
     def widened(self, slots_with_shape, slots_with_values):
         return RaggedLayout.from_uniform(self, slots_with_shape, slots_with_values)
 
-    def shapes_for_gradient(self, prepend, slots, owner, hold=None):
+    def shapes_for_gradient(self, prepend, slots, owner, hold):
         row_shape = None if self.row_shape is None else prepend + self.row_shape
         return UniformLayout(self.backend, self.dtype, row_shape, owner, hold)
 
@@ -354,7 +350,7 @@ class _PerSlotLayout(Layout):
     """A layout that keeps each slot's shape itself (``shapes``), so any mix of shapes
     fits and it never widens: the ragged and the string layouts."""
 
-    def __init__(self, backend, dtype, owner="", hold=None):
+    def __init__(self, backend, dtype, owner, hold):
         super().__init__(backend, dtype, owner, hold)
         self.shapes = {}                  # slot -> shape (also for soft, valueless slots)
 
@@ -367,7 +363,7 @@ class _PerSlotLayout(Layout):
     def widened(self, slots_with_shape, slots_with_values):
         return self
 
-    def shapes_for_gradient(self, prepend, slots, owner, hold=None):
+    def shapes_for_gradient(self, prepend, slots, owner, hold):
         layout = type(self)(self.backend, self.dtype, owner, hold)
         for index in _listed(slots):
             layout.shapes[index] = prepend + self.shapes[index]
@@ -393,7 +389,7 @@ class _PerSlotLayout(Layout):
 
 
 class RaggedLayout(_PerSlotLayout):
-    def __init__(self, backend, dtype, owner="", hold=None):
+    def __init__(self, backend, dtype, owner, hold):
         super().__init__(backend, dtype, owner, hold)
         self.flat = backend.zeros((0,), dtype)
         self.readable = backend.readonly(self.flat)   # indexed to make returned values
@@ -542,7 +538,7 @@ class StringLayout(_PerSlotLayout):
     What reads return is new: made in ``row``/``prepare_*`` through the backend's
     door, counted against the host's memory (their pointers: the bytes are shared)."""
 
-    def __init__(self, backend, dtype, owner="", hold=None):
+    def __init__(self, backend, dtype, owner, hold):
         super().__init__(backend, dtype, owner, hold)
         self.native_type = None         # every value goes through ``convert``: a string check
         self.values = {}                # slot -> object array (slots with a value)

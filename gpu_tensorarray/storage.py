@@ -92,7 +92,7 @@ class ArrayStorage:
         self._lock = backend.array_lock()
         self._on_device = backend.array_device()
         self._hold = backend.array_hold(self._on_device)
-        self._layout = new_layout(backend, dtype, owner=name, hold=self._hold)
+        self._layout = new_layout(backend, dtype, name, self._hold)
         self._native_type = self._layout.native_type
         self._fills_zeros = dtypes.fills_zeros(dtype)     # strings have no zeros (TensorSetZero)
         self._aggregatable = dtype in dtypes.AGGREGATABLE
@@ -929,7 +929,7 @@ class ArrayStorage:
         """Drop every slot's storage and the handles of this array's gradient arrays (no
         op can reach them through a closed array: they live on only while their own
         handles do); closing twice is fine."""
-        empty, flags = new_layout(self.backend, self.dtype, owner=self.name, hold=self._hold), bytearray()
+        empty, flags = new_layout(self.backend, self.dtype, self.name, self._hold), bytearray()
         with self._lock, self._on_device:
             self._hold(self._layout)        # dropped below: freed once other streams are ordered
             # Plain assignments, no call: an interrupt lands before them or after them.

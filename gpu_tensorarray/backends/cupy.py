@@ -130,7 +130,8 @@ class _CudaDevice:
         self._index = index
 
     def activate(self):
-        _check_not_forked(f"cuda:{self._index}")
+        if _forked_after_cuda:                  # a flag per op, a call only when it is set
+            _check_not_forked(f"cuda:{self._index}")
         previous = cupy.cuda.runtime.getDevice()
         if previous == self._index:
             return None
