@@ -64,7 +64,7 @@ _ALIASES = {
     "cfloat": "complex64", "cdouble": "complex128",
 }
 _PYTHON_TYPES = {float: "float32", int: "int32", complex: "complex128", bool: "bool"}
-_CACHE: dict = {}
+CACHE: dict = {}     # spec -> dtype, for specs of the types in _CACHEABLE
 
 
 def as_dtype(spec, owner=None):
@@ -72,12 +72,12 @@ def as_dtype(spec, owner=None):
     "double", "half"), a Python type, a TensorFlow DType (``as_numpy_dtype``) or a
     torch dtype (torch.float32; torch.bfloat16 has no counterpart)."""
     try:
-        return _CACHE[spec]
+        return CACHE[spec]
     except Exception:       # KeyError, unhashable, or a hostile __hash__/__eq__
         pass
     dtype = _resolve(spec, owner)
     if type(spec) in _CACHEABLE:        # never a caller's own class: its __hash__ may lie
-        _CACHE[spec] = dtype
+        CACHE[spec] = dtype
     return dtype
 
 

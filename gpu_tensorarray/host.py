@@ -9,7 +9,7 @@ integers (NumPy, whatever the array's backend) with TensorFlow's rank checks.
 import numpy as np
 
 from .backends.arrays import is_cupy_array
-from .errors import InvalidArgumentError, about, described, shown
+from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
            "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
@@ -20,6 +20,8 @@ _INT32_MIN = -(2**31)
 INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)
 _smallest, _largest = np.minimum.reduce, np.maximum.reduce     # ndarray.min/max without their Python wrapper
+_FEW = 32       # up to this many indices, Python's min and max of a list beat a reduction's set-up
+_HASHED = 1024  # up to this many, a set counts distinct indices faster than np.unique's sort
 # NumPy's integer scalar types, exactly: np.timedelta64 subclasses np.signedinteger, and
 # np.bool_ is no integer, so an isinstance test would let the one in and a kind test the other.
 NUMPY_INTS = frozenset(np.dtype(code).type for code in "bBhHiIlLqQnN")
@@ -35,9 +37,15 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
     """host_ints, with the (smallest, largest) value as Python ints (None when empty),
     which the range check finds anyway: callers need not scan the array again."""
     if type(value) is np.ndarray and value.dtype.kind == "i" and value.size:   # the common case
-        bounds = int(_smallest(value, axis=None)), int(_largest(value, axis=None))
+        if value.ndim == 1 and len(value) <= _FEW:
+            listed = value.tolist()
+            bounds = min(listed), max(listed)
+        else:
+            bounds = int(_smallest(value, axis=None)), int(_largest(value, axis=None))
         if dtype_name != "int32" or (_INT32_MIN <= bounds[0] and bounds[1] <= INT32_MAX):
             return value.astype(np.int64, copy=False), bounds
+    if type(value) is range:        # (a stack's gradient scatters into every slot)
+        return _range_ints(value, what, dtype_name, owner)
     if is_cupy_array(value):
         value = value.get()
     try:
@@ -65,6 +73,22 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
             bad = low if low < limit_low else high
             raise InvalidArgumentError(f"{what} value {bad} does not fit in {dtype_name}{about(owner)}")
     return array.astype(np.int64, copy=False), bounds
+
+
+def _range_ints(value, what, dtype_name, owner):
+    """host_ints_bounded of a range, whose bounds are known without a scan."""
+    if not len(value):
+        return np.zeros(0, np.int64), None
+    low, high = min(value[0], value[-1]), max(value[0], value[-1])
+    limit_low, limit_high = _limits(dtype_name)
+    if low < limit_low or high > limit_high:
+        raise InvalidArgumentError(f"{what} value {low if low < limit_low else high} does not fit in "
+                                   f"{dtype_name}{about(owner)}")
+    try:
+        return np.arange(value.start, value.stop, value.step, dtype=np.int64), (low, high)
+    except (MemoryError, ValueError) as error:     # ValueError: more than an address space holds
+        raise ResourceExhaustedError(f"OOM when allocating {what} {shown(value)} ({len(value)} int64 values) "
+                                     f"on the host: {described(error)}{about(owner)}") from None
 
 
 def _limits(dtype_name):
@@ -165,6 +189,8 @@ def first_true(mask):
 
 
 def count_distinct(indices):
+    if indices.ndim == 1 and len(indices) <= _HASHED:
+        return len(set(indices.tolist()))
     return len(np.unique(indices))
 
 
@@ -185,7 +211,7 @@ def spans(starts, length):
 
 
 def has_duplicates(indices):
-    return len(indices) > 1 and len(np.unique(indices)) != len(indices)
+    return len(indices) > 1 and count_distinct(indices) != len(indices)
 
 
 def element_count(shape):

@@ -128,7 +128,7 @@ class Layout:
 
     def shapes_for_gradient(self, prepend, slots, owner, hold):
         """A new layout of the same kind (for gradient array ``owner``, whose ``hold`` it
-        takes) in which every slot in ``slots`` (a host int vector) has shape
+        takes) in which every slot in ``slots`` (a host int vector or a range) has shape
         ``prepend + its shape here`` and no value."""
         raise NotImplementedError
 

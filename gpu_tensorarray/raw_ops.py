@@ -36,6 +36,7 @@ TensorArrayGradWithShapeOutput = namedtuple("TensorArrayGradWithShape", ["grad_h
 _record = None
 _INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
 _INT32_MIN = -INT32_MAX - 1
+_DTYPES = dtypes.CACHE
 
 
 def _lookup(handle):
@@ -123,7 +124,11 @@ def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     if not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
-    value = array.read(index, dtypes.as_dtype(dtype, handle))
+    try:
+        dtype = _DTYPES[dtype]          # as_dtype's cache, without the call
+    except Exception:                   # KeyError, unhashable, or a hostile __hash__/__eq__
+        dtype = dtypes.as_dtype(dtype, handle)
+    value = array.read(index, dtype)
     if _record is not None:
         _record("TensorArrayReadV3", (handle, index, flow_in), (value,), array.dtype)
     return value

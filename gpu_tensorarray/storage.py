@@ -749,8 +749,10 @@ class ArrayStorage:
         if valueless.any():                    # (a slot without WRITTEN has no VALUE either)
             written, filled = self._new_values(indices[valueless], targets[valueless])
         adds = not valueless.all()
-        if not self._aggregatable:
-            return written, filled, self._layout.prepare_store_rows(indices, rows), None, adds   # first writes only
+        if not self._aggregatable or (not adds and written + filled == len(indices)):
+            # First arrivals only (every slot without a value, none twice), which TF stores
+            # as they are; a dtype that cannot add has no others.
+            return written, filled, self._layout.prepare_store_rows(indices, rows), None, adds
         # TF stores a slot's first arrival and adds later ones. Slots without a value
         # start from the identity that keeps every bit of what is added to it (-0.0:
         # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
@@ -985,11 +987,14 @@ class ArrayStorage:
     def _copy_shapes_from(self, forward, prepend):
         """TensorArrayGradV3's CopyShapesFrom: every written forward slot becomes a soft
         slot of shape prepend + its shape. Runs under the forward array's lock."""
-        view = flag_view(forward._flags)
-        written = (view & WRITTEN).nonzero()[0]
-        del view
+        if forward._written_count == forward._size:         # every slot (the common case): no scan
+            written = range(forward._size)
+        else:
+            view = flag_view(forward._flags)
+            written = (view & WRITTEN).nonzero()[0]
+            del view
         self._layout = forward._layout.shapes_for_gradient(prepend, written, self.name, self._hold)
-        flag_view(self._flags)[written] = WRITTEN
+        flag_view(self._flags)[_selector(written)] = WRITTEN
         self._written_count = self._soft_count = len(written)
 
 

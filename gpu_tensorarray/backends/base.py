@@ -210,7 +210,10 @@ class Backend:
         return type(value) is self.array_type and value.dtype is _FLOAT32 and not value.shape
 
     def check_allocation(self, nbytes, what):
-        """ResourceExhaustedError before allocating more than ``memory_limit()``."""
+        """ResourceExhaustedError before allocating more than ``memory_limit()`` (a request
+        ``allocate`` sends straight to the allocator passes: its failure is the same error)."""
+        if nbytes <= _ALWAYS_TRIED:
+            return
         limit = self.memory_limit()
         if nbytes > limit:
             raise allocation_over_limit(what, nbytes, limit, self.name, self.device)

@@ -149,9 +149,18 @@ def _release(reference):
     _kept.pop(id(reference), None)
 
 
+def _address(array):
+    """Where ``array``'s (contiguous) memory starts: through ctypes' buffer import, which
+    takes a writable, non-empty array (``array.ctypes`` builds a Python object each time)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(array))
+    except (TypeError, ValueError):
+        return array.ctypes.data
+
+
 def _readonly_root(array):
     """A 1-D array over ``array``'s (contiguous) memory that can never be made writable."""
-    root = np.frombuffer(_memory_view(array.ctypes.data, array.nbytes, _PYBUF_READ), array.dtype)
+    root = np.frombuffer(_memory_view(_address(array), array.nbytes, _PYBUF_READ), array.dtype)
     reference = weakref.ref(root.base, _release)
     _kept[id(reference)] = reference, array     # (an interrupt before this drops root and reference)
     return root

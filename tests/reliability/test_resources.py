@@ -287,7 +287,7 @@ def _assert_no_growth(cycle, total, traced=6_000, traced_warmup=1_000):
     gc.collect()
     blocks = sys.getallocatedblocks()
     sizes = registry_sizes()
-    cache = len(dtypes._CACHE)
+    cache = len(dtypes.CACHE)
     before = gta.stats()
     for _ in range(total - traced_warmup - traced):
         cycle(value)
@@ -307,7 +307,7 @@ def _assert_no_growth(cycle, total, traced=6_000, traced_warmup=1_000):
     assert traced_growth < 32 * 1024, f"{traced_growth} bytes more after {traced} cycles"
     assert sys.getallocatedblocks() - blocks < 500, (blocks, sys.getallocatedblocks())
     assert registry_sizes() == sizes
-    assert len(dtypes._CACHE) == cache
+    assert len(dtypes.CACHE) == cache
     assert gta.stats() == before
 
 
