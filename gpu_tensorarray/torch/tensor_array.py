@@ -141,9 +141,9 @@ class TensorArray:
         state = self._state
         if self._host and not state.pending and not (state.flow.requires_grad and _is_grad_enabled()):
             # The common untracked read on the CPU, in as few calls as it takes (the
-            # library class's read is this raw op).
+            # library class's read is this raw op; its slots, not its properties).
             ta = self._ta
-            value = _raw_read(ta.handle, index if type(index) is int else host_value(index), ta.flow, ta.dtype)
+            value = _raw_read(ta._handle, index if type(index) is int else host_value(index), ta._flow, ta._dtype)
             if type(value) is not np.ndarray or not value.flags.writeable:
                 value = np.array(value)          # a view of storage: torch has no read-only tensors
             return torch.from_numpy(value)
@@ -191,7 +191,7 @@ class TensorArray:
             if type(array) is np.ndarray and known is not None and None not in known:
                 # The library class's write, less what a known shape leaves it to do:
                 # its flow orders nothing here (ours does), so its object stays.
-                raw_ops.TensorArrayWriteV3(ta.handle, index, array, ta.flow)
+                raw_ops.TensorArrayWriteV3(ta._handle, index, array, ta._flow)
             else:
                 ta = ta.write(index, array)
         else:
