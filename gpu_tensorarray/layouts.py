@@ -103,7 +103,8 @@ class Layout:
         return self.backend.zeros(shape, self.dtype)
 
     def check_allocation(self, nbytes, what):
-        """Refuse at once (ResourceExhaustedError) an allocation that cannot succeed."""
+        """Refuse at once (ResourceExhaustedError) an allocation that cannot succeed
+        (``what``: a text, or a function making it)."""
         self.backend.check_allocation(nbytes, what)
 
     def prepared(self, value):
@@ -253,7 +254,7 @@ class UniformLayout(Layout):
         capacity = needed if exact or self.slab is None else _grown(self.capacity, needed)
         shape = (capacity,) + row_shape
         self.backend.check_allocation(element_count(shape) * self.dtype.itemsize,
-                                      f"a slab of shape {list(shape)} for TensorArray {self.owner}")
+                                      lambda: f"a slab of shape {list(shape)} for TensorArray {self.owner}")
         return row_shape, shape
 
     def check_reserve(self, needed, row_shape=None, exact=False, elements=0):
@@ -421,7 +422,7 @@ class RaggedLayout(_PerSlotLayout):
             return None
         capacity = _grown(len(self.flat), end)         # appends, even to a fixed-size array
         self.backend.check_allocation(capacity * self.dtype.itemsize,
-                                      f"a buffer of {capacity} elements for TensorArray {self.owner}")
+                                      lambda: f"a buffer of {capacity} elements for TensorArray {self.owner}")
         return capacity
 
     def check_reserve(self, needed, row_shape=None, exact=False, elements=0):

@@ -50,7 +50,7 @@ class Registry:
                identical_element_shapes, tensor_array_name):
         if is_fully_defined(element_shape):
             backend.check_allocation(size * element_count(element_shape) * dtype.itemsize,
-                                     f"a TensorArray of {size} elements of shape {list(element_shape)}")
+                                     lambda: f"a TensorArray of {size} elements of shape {list(element_shape)}")
         name = f"{tensor_array_name or 'TensorArrayV3'}_{next(self._counter)}"
         array = ArrayStorage(backend, dtype, size, element_shape, dynamic_size, clear_after_read,
                              identical_element_shapes, name)

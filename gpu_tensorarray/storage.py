@@ -73,8 +73,8 @@ class ArrayStorage:
         self._dynamic_size = dynamic_size
         self._marked_size = marked_size             # set by Split; Concat of a grad array uses it
         self._closed = False
-        self._flags = backend.allocate(lambda: bytearray(size), size, f"the flags of TensorArray {name} "
-                                       f"({size} slots)", host=True)
+        self._flags = backend.allocate(lambda: bytearray(size), size,
+                                       lambda: f"the flags of TensorArray {name} ({size} slots)", host=True)
         self._written_count = 0                     # slots with WRITTEN: with _cleared_count, makes
         self._cleared_count = 0                     # "stack of a fully written array" an O(1) check
         self._unmarked_reads = 0                    # slots [0, n) read by a stack, flags not yet set
@@ -317,7 +317,7 @@ class ArrayStorage:
         layout.check_reserve(*reserve)
         capacity = min(max(size, 2 * len(flags)), INT32_MAX)
         grown = self.backend.allocate(lambda: bytearray(capacity), capacity,
-                                      f"the flags of TensorArray {self.name} grown to {size} slots", host=True)
+                                      lambda: f"the flags of TensorArray {self.name} grown to {size} slots", host=True)
         grown[:len(flags)] = flags
         return grown
 
@@ -460,7 +460,7 @@ class ArrayStorage:
         last = (indices.stop - 1) if type(indices) is range else int(indices.max())
         if self.is_grad and last >= self._size and is_fully_defined(element_shape):
             self._layout.check_allocation((last + 1) * (element_count(element_shape) * self.dtype.itemsize + 1),
-                                          f"TensorArray {self.name} grown to {last + 1} slots")
+                                          lambda: f"TensorArray {self.name} grown to {last + 1} slots")
 
     def _commit_reads(self, indices, plan, prepare_result, element_shape=None):
         """Reads of ``indices`` as ``plan`` (``_plan_reads``) says. First every allocation:
@@ -577,7 +577,8 @@ class ArrayStorage:
                         (row_shape is not None or not self._written_count):
                     plan, first_shape, other = self.backend.allocate(
                         lambda: self._plan_reads_vector(indices, merged), _VECTOR_PLAN_BYTES * len(indices),
-                        f"the plan of a gather of {len(indices)} slots from TensorArray {self.name}", host=True)
+                        lambda: f"the plan of a gather of {len(indices)} slots from TensorArray {self.name}",
+                        host=True)
                 else:
                     # A range stays lazy: a bad index fails before a huge range is listed.
                     plan = self._plan_reads(indices if type(indices) is range else indices.tolist(), merged)

@@ -210,13 +210,14 @@ class Backend:
         return type(value) is self.array_type and value.dtype is _FLOAT32 and not value.shape
 
     def check_allocation(self, nbytes, what):
-        """ResourceExhaustedError before allocating more than ``memory_limit()`` (a request
-        ``allocate`` sends straight to the allocator passes: its failure is the same error)."""
+        """ResourceExhaustedError naming ``what`` (as ``allocate``'s) before allocating more
+        than ``memory_limit()`` (a request ``allocate`` sends straight to the allocator
+        passes: its failure is the same error)."""
         if nbytes <= _ALWAYS_TRIED:
             return
         limit = self.memory_limit()
         if nbytes > limit:
-            raise allocation_over_limit(what, nbytes, limit, self.name, self.device)
+            raise allocation_over_limit(_text(what), nbytes, limit, self.name, self.device)
 
 
 # Requests up to this many bytes go straight to the allocator (whose failure is the same

@@ -232,7 +232,7 @@ class CupyBackend(KernelRows, Backend):
             with self._device:
                 return make()
         return self.allocate(on_device, math.prod(shape) * np.dtype(dtype).itemsize,
-                             f"{what} of shape {list(shape)}")
+                             lambda: f"{what} of shape {list(shape)}")
 
     def from_host(self, host_array):
         if host_array.ndim == 0:

@@ -89,7 +89,7 @@ class KernelRows:
                 return add
             order, destinations, starts = self.allocate(
                 lambda: group_by_destination(indices, n_destinations), 8 * (3 * n_rows + 2 * n_destinations),
-                f"the grouping of a scatter-add of {n_rows} rows", host=True)
+                lambda: f"the grouping of a scatter-add of {n_rows} rows", host=True)
             n_groups = len(destinations)
             # One transfer for the three index vectors; the kernel gets views into it.
             packed = self._device_indices(self.allocate(lambda: np.concatenate([order, starts, destinations]),
