@@ -300,3 +300,24 @@ def test_call_forms_users_write_are_rows_beside_the_fastest():
         for provider in ("ours", "ours.positional", "ours.np_int32", "ours.class"):
             assert any(row.startswith(f"{op}/") and row.endswith(f"/{provider}") for row in rows), (op, provider)
     assert any(row.startswith("scatter_add/") and "/ours.int64/" in row for row in rows)
+
+
+def test_compare_ops_times_two_checkouts_in_one_process(tmp_path):
+    """bench/compare_ops.py imports the old and the new checkout side by side: a copy whose
+    raw read sleeps is the old one, and only its figures show the sleep."""
+    import shutil
+    old = tmp_path / "old"
+    shutil.copytree(os.path.join(_REPOSITORY, "gpu_tensorarray"), old / "gpu_tensorarray",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(old / "gpu_tensorarray" / "raw_ops.py", "a") as source:
+        source.write("\nimport time as _time\n_read = TensorArrayReadV3\n\n\n"
+                     "def TensorArrayReadV3(*args, **kwargs):\n    _time.sleep(0.0002)\n    return _read(*args, **kwargs)\n")
+    done = subprocess.run([sys.executable, os.path.join(_REPOSITORY, "bench", "compare_ops.py"), str(old), _REPOSITORY,
+                           "--only", "raw_read", "raw_write", "--rounds", "1"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = done.stdout.split("new/old over the three runs")[1]
+    ratios = {name: float(ratio) for name, ratio in re.findall(r"(raw_\w+)\s+([\d.]+) \[", summary)}
+    assert set(ratios) == {"raw_read", "raw_write"}, done.stdout
+    assert ratios["raw_read"] < 0.2, done.stdout          # old sleeps 200 us a read; new does not
+    assert 0.2 < ratios["raw_write"] < 5, done.stdout     # the same code both sides
