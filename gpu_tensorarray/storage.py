@@ -664,6 +664,8 @@ class ArrayStorage:
         if low < 0 or (not self._dynamic_size and high >= self._size):
             return _UNSURE, None
         element_shape = self._checked_element_shape(int(indices[0]), shape, self._element_shape)
+        if self._aggregate and self._aggregatable and self._unread:
+            return element_shape, None      # no slot read, and values add: no flag can fail
         view = flag_view(self._flags)
         in_range = high < self._size
         flags = view[indices] if in_range else view[indices[indices < self._size]]
@@ -743,13 +745,17 @@ class ArrayStorage:
         if not self._aggregate:
             written = len(indices)                 # distinct and unwritten: the checks said so
             return written, 0, self._layout.prepare_store_rows(indices, rows), _STORED, False
-        if targets is None:
-            targets = flag_view(self._flags)[indices]
-        valueless = (targets & VALUE) == 0
-        written = 0
-        if valueless.any():                    # (a slot without WRITTEN has no VALUE either)
-            written, filled = self._new_values(indices[valueless], targets[valueless])
-        adds = not valueless.all()
+        if self._unread and self._soft_count == self._written_count == self._size == new_size:
+            # Every slot soft, none with a value (a fresh gradient array's): no flags to read.
+            valueless, written, filled, adds = slice(None), 0, count_distinct(indices), False
+        else:
+            if targets is None:
+                targets = flag_view(self._flags)[indices]
+            valueless = (targets & VALUE) == 0
+            written = 0
+            if valueless.any():                    # (a slot without WRITTEN has no VALUE either)
+                written, filled = self._new_values(indices[valueless], targets[valueless])
+            adds = not valueless.all()
         if not self._aggregatable or (not adds and written + filled == len(indices)):
             # First arrivals only (every slot without a value, none twice), which TF stores
             # as they are; a dtype that cannot add has no others.
