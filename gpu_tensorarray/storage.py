@@ -666,6 +666,9 @@ class ArrayStorage:
         element_shape = self._checked_element_shape(int(indices[0]), shape, self._element_shape)
         if self._aggregate and self._aggregatable and self._unread:
             return element_shape, None      # no slot read, and values add: no flag can fail
+        if not self._written_count and not self._aggregate:
+            # No slot written, so none has a flag (a fresh array's unstack): only a repeat fails.
+            return (_UNSURE, None) if has_duplicates(indices) else (element_shape, None)
         view = flag_view(self._flags)
         in_range = high < self._size
         flags = view[indices] if in_range else view[indices[indices < self._size]]
