@@ -101,7 +101,7 @@ class _Pass:
 
     def __init__(self, number):
         self.source = f"gradients_torch_{number}"
-        self.grads = {}                  # (root handle, path) -> gradient array handle
+        self.grads = {}                  # (root handle, path) -> (gradient array handle, its library TensorArray)
         self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
 
 
@@ -163,14 +163,19 @@ def _grad_array(ctx, flow, create):
     root, path, library_flow = ctx.array
     backward_pass = _current_pass()
     key = (root, path)
-    handle = backward_pass.grads.get(key)
-    if handle is None:
+    made = backward_pass.grads.get(key)
+    if made is None:
         if not create:
             return None
         with cuda_scope(ctx.backend):
             handle, _ = raw_ops.TensorArrayGradV3(root, library_flow, path + backward_pass.source)
-        backward_pass.grads[key] = handle
-    return _wrap(ctx.ta, handle, ArrayState(root, f"{path}{backward_pass.source}/", library_flow, flow, internal=True))
+        library = None
+    else:
+        handle, library = made
+    state = ArrayState(root, f"{path}{backward_pass.source}/", library_flow, flow, internal=True)
+    gradient = _wrap(ctx.ta, handle, state, library)
+    backward_pass.grads[key] = (handle, gradient._ta)     # the library object, for the pass's next rule
+    return gradient
 
 
 def _failing(node):

@@ -73,13 +73,15 @@ class TensorArray:
         return result
 
     @staticmethod
-    def _wrap(forward, handle, state):
-        """A gradient array's torch TensorArray, for the gradient rules (autograd.py)."""
+    def _wrap(forward, handle, state, library=None):
+        """A gradient array's torch TensorArray, for the gradient rules (autograd.py);
+        ``library``: its library TensorArray, when an earlier rule of the pass made one."""
         result = _new(TensorArray)
-        ta = _LibraryTensorArray(forward.dtype, handle=handle, flow=state.array[2],
-                                 infer_shape=forward._infer_shape, mode="tf1")
-        ta._shape_cell = forward._shape_cell
-        result._ta, result._backend, result._state, result._n = ta, handle.array.backend, state, 0
+        if library is None:
+            library = _LibraryTensorArray(forward.dtype, handle=handle, flow=state.array[2],
+                                          infer_shape=forward._infer_shape, mode="tf1")
+            library._shape_cell = forward._shape_cell
+        result._ta, result._backend, result._state, result._n = library, handle.array.backend, state, 0
         result._host = result._backend.name != "cupy"
         return result
 
@@ -128,12 +130,14 @@ class TensorArray:
         result._state = ArrayState(ta.handle, "", ta.flow, self.flow if flow is None else flow)
         return result
 
-    def _read(self, kind, where, method, slots):
+    def _read(self, kind, where, method, slots=None):
+        """``slots``: a function listing the slots read, for the superseded-read check
+        (None: every slot)."""
         state = self._state
         if not tracked(state):
             return read_value(self._ta, self._backend, kind, where)[0]
         if self._n < state.count and not state.internal:
-            check_current(self, state, self._n, slots, method)
+            check_current(self, state, self._n, None if slots is None else slots(), method)
         ta, backend = self._ta, self._backend
         return read_node(materialize(state, ta, backend), state, ta, backend, kind, where)
 
@@ -148,18 +152,18 @@ class TensorArray:
                 value = np.array(value)          # a view of storage: torch has no read-only tensors
             return torch.from_numpy(value)
         index = host_value(index)
-        return self._read(READ, index, "read", (_slot(index),))
+        return self._read(READ, index, "read", lambda: (_slot(index),))
 
     def gather(self, indices, name=None):
         indices = host_value(indices)
-        return self._read(GATHER, indices, "gather", _slots(indices))
+        return self._read(GATHER, indices, "gather", lambda: _slots(indices))
 
     def stack(self, name=None):
         """Every element stacked along a new first axis."""
-        return self._read(GATHER, None, "stack", None)
+        return self._read(GATHER, None, "stack")
 
     def concat(self, name=None):
-        return self._read(CONCAT, None, "concat", None)
+        return self._read(CONCAT, None, "concat")
 
     def _track(self, kind, where, value, slots):
         """The state after a write of ``value`` (done): a pending tracked write when it needs a gradient."""
