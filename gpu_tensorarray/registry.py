@@ -43,8 +43,7 @@ class Registry:
     def __init__(self):
         self._counter = itertools.count()       # TensorFlow's process-wide name counter
         self._lock = threading.Lock()
-        self._by_name = weakref.WeakValueDictionary()
-        self._open = weakref.WeakSet()
+        self._by_name = weakref.WeakValueDictionary()     # every live array, closed ones too
 
     def create(self, backend, dtype, size, element_shape, dynamic_size, clear_after_read,
                identical_element_shapes, tensor_array_name):
@@ -60,7 +59,6 @@ class Registry:
         handle = Handle(array)
         with self._lock:
             self._by_name[array.name] = array
-            self._open.add(array)
         return handle
 
     def lookup(self, handle):
@@ -84,10 +82,7 @@ class Registry:
         return self.lookup(handle).make_gradient(source, shape_to_prepend, self._register)
 
     def close(self, handle):
-        array = self.lookup(handle)
-        array.close()
-        with self._lock:
-            self._open.discard(array)
+        self.lookup(handle).close()
 
     def end_gradient(self, forward, source):
         """End the gradient computation ``source`` on ``forward`` (an ArrayStorage): its
@@ -103,7 +98,7 @@ class Registry:
     def stats(self):
         """Open arrays and the device bytes they hold, per backend."""
         with self._lock:
-            arrays = [array for array in self._open if not array.closed]    # an interrupted close: closed
+            arrays = [array for array in self._by_name.values() if not array.closed]
         per_backend = {}
         for array in arrays:
             entry = per_backend.setdefault(array.backend.name, {"arrays": 0, "bytes": 0})

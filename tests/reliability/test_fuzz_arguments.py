@@ -257,7 +257,7 @@ def _fuzz_one(data, op_name, backend):
         if value is not _OMIT:
             arguments[argument] = value
     before = snapshot(arguments["handle"]) if handle_kind else None
-    open_before = len(registry._open)
+    open_before = len(registry._by_name)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")          # numpy's RuntimeWarnings for odd draws are not failures
         try:
@@ -268,7 +268,7 @@ def _fuzz_one(data, op_name, backend):
                 assert same_snapshot(snapshot(arguments["handle"]), before), \
                     f"a failed {op_name} changed the array: {type(error).__name__}: {error}"
             if op_name == "TensorArrayV3":
-                assert len(registry._open) <= open_before
+                assert len(registry._by_name) <= open_before
             return
     # A success: flows are float32 scalars of the array's backend, handles are handles.
     if op_name in ("TensorArrayWriteV3", "TensorArrayScatterV3", "TensorArraySplitV3"):

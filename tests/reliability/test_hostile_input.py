@@ -145,9 +145,9 @@ def test_negative_split_lengths(backend):
 
 @pytest.mark.parametrize("bad", list(BAD_SCALARS.values()), ids=list(BAD_SCALARS))
 def test_hostile_size(backend, bad):
-    before = len(registry._open)
+    before = len(registry._by_name)
     expect(errors.InvalidArgumentError, lambda: new(bad), "size")
-    assert len(registry._open) <= before
+    assert len(registry._by_name) <= before
 
 
 @pytest.mark.parametrize("bad", [-1, -(2**31), np.int32(-5), np.array(-1, np.int64)],

@@ -49,7 +49,7 @@ def delta(before):
 
 
 def registry_sizes():
-    return len(registry._by_name), len(registry._open)
+    return len(registry._by_name)
 
 
 # -- close releases storage ------------------------------------------------------------------------------------
