@@ -169,12 +169,12 @@ def _grad_array(ctx, flow, create):
             return None
         with cuda_scope(ctx.backend):
             handle, _ = raw_ops.TensorArrayGradV3(root, library_flow, path + backward_pass.source)
-        library = None
-    else:
-        handle, library = made
+        backward_pass.grads[key] = made = (handle, None)       # at once: the pass's end closes it
+    handle, library = made
     state = ArrayState(root, f"{path}{backward_pass.source}/", library_flow, flow, internal=True)
     gradient = _wrap(ctx.ta, handle, state, library)
-    backward_pass.grads[key] = (handle, gradient._ta)     # the library object, for the pass's next rule
+    if library is None:                 # its library object, for the pass's next rule
+        backward_pass.grads[key] = (handle, gradient._ta)
     return gradient
 
 
