@@ -95,10 +95,15 @@ class Registry:
         if handle is not None:
             self.close(handle)
 
+    def live_arrays(self):
+        """Every array still alive (closed ones too), as a list made at once: a weak map's own
+        iteration fails when another thread's array dies meanwhile."""
+        arrays = (reference() for reference in self._by_name.valuerefs())    # one C-level copy of the refs
+        return [array for array in arrays if array is not None]
+
     def stats(self):
         """Open arrays and the device bytes they hold, per backend."""
-        with self._lock:
-            arrays = [array for array in self._by_name.values() if not array.closed]
+        arrays = [array for array in self.live_arrays() if not array.closed]
         per_backend = {}
         for array in arrays:
             entry = per_backend.setdefault(array.backend.name, {"arrays": 0, "bytes": 0})
@@ -112,7 +117,7 @@ class Registry:
         """In a forked child: fresh locks (a thread holding one in the parent does not
         exist here), so arrays stay usable or say why not (ArrayStorage.after_fork)."""
         self._lock = threading.Lock()
-        for array in list(self._by_name.values()):
+        for array in self.live_arrays():
             array.after_fork()
 
 

@@ -74,4 +74,4 @@ def open_array_names():
     from .registry import registry
 
     gc.collect()
-    return {array.name for array in list(registry._by_name.values()) if not array.closed}
+    return {array.name for array in registry.live_arrays() if not array.closed}
