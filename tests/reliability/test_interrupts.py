@@ -296,6 +296,19 @@ def test_asynchronous_exceptions_into_worker_threads(backend):
     array = registry.lookup(handle)
     stop = threading.Event()
     caught = [0]
+    started = threading.Semaphore(0)
+
+    def guarded(loop):
+        """Run ``loop`` until stop, in a try from its first bytecode on: an exception that
+        lands between ops (the loop's own bytecode: its condition, its back edge) ends the
+        thread quietly instead of escaping into the thread's exception hook."""
+        def run(*args):
+            try:
+                started.release()
+                loop(*args)
+            except KeyboardInterrupt:
+                caught[0] += 1
+        return run
 
     def worker(k):
         index = k
@@ -319,10 +332,12 @@ def test_asynchronous_exceptions_into_worker_threads(backend):
             except KeyboardInterrupt:
                 caught[0] += 1
 
-    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(3)]
-    threads.append(threading.Thread(target=holder, daemon=True))
+    threads = [threading.Thread(target=guarded(worker), args=(k,), daemon=True) for k in range(3)]
+    threads.append(threading.Thread(target=guarded(holder), daemon=True))
     for thread in threads:
         thread.start()
+    for _ in threads:
+        started.acquire()               # every thread inside its try before the first exception
     sent = 0
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
