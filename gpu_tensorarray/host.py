@@ -67,11 +67,7 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
             f"{what} must be {dtype_name} values, but got dtype {array.dtype} ({shown(value)}){about(owner)}")
     bounds = None
     if array.size:
-        bounds = low, high = int(array.min()), int(array.max())
-        limit_low, limit_high = _limits(dtype_name)
-        if low < limit_low or high > limit_high:
-            bad = low if low < limit_low else high
-            raise InvalidArgumentError(f"{what} value {bad} does not fit in {dtype_name}{about(owner)}")
+        bounds = _fitting(int(array.min()), int(array.max()), what, dtype_name, owner)
     return array.astype(np.int64, copy=False), bounds
 
 
@@ -79,16 +75,21 @@ def _range_ints(value, what, dtype_name, owner):
     """host_ints_bounded of a range, whose bounds are known without a scan."""
     if not len(value):
         return np.zeros(0, np.int64), None
-    low, high = min(value[0], value[-1]), max(value[0], value[-1])
+    bounds = _fitting(min(value[0], value[-1]), max(value[0], value[-1]), what, dtype_name, owner)
+    try:
+        return np.arange(value.start, value.stop, value.step, dtype=np.int64), bounds
+    except (MemoryError, ValueError) as error:     # ValueError: more than an address space holds
+        raise ResourceExhaustedError(f"OOM when allocating {what} {shown(value)} ({len(value)} int64 values) "
+                                     f"on the host: {described(error)}{about(owner)}") from None
+
+
+def _fitting(low, high, what, dtype_name, owner):
+    """(low, high), the bounds of integers that must fit in ``dtype_name``."""
     limit_low, limit_high = _limits(dtype_name)
     if low < limit_low or high > limit_high:
         raise InvalidArgumentError(f"{what} value {low if low < limit_low else high} does not fit in "
                                    f"{dtype_name}{about(owner)}")
-    try:
-        return np.arange(value.start, value.stop, value.step, dtype=np.int64), (low, high)
-    except (MemoryError, ValueError) as error:     # ValueError: more than an address space holds
-        raise ResourceExhaustedError(f"OOM when allocating {what} {shown(value)} ({len(value)} int64 values) "
-                                     f"on the host: {described(error)}{about(owner)}") from None
+    return low, high
 
 
 def _limits(dtype_name):
