@@ -17,6 +17,8 @@ Cases (the call forms users write: keyword raw ops, ``np.int32`` indices, whole 
   (a stack's gradient), per scatter;
 - torch_read, torch_write: gpu_tensorarray.torch's untracked read and tracked write of a
   (16, 4) / (16, 32) float32 element, per call (numpy backend only);
+- torch_write_growing: 20 tracked writes of (16, 32) into a new dynamic_size array (size 0),
+  its creation included, per write (numpy backend only);
 - elman_T20, elman_T200, gru_T20: a training step of bench/torch_elman.py's Elman RNN and of
   examples/rnn_torch.py's GRU, each version's and a list + torch.stack model's, the
   median step; figures are the ratio to the list's step (numpy backend only).
@@ -205,6 +207,20 @@ def torch_write(lib, backend):
     return calls
 
 
+def torch_write_growing(lib, backend, steps=20):
+    import torch
+    from gpu_tensorarray.torch import TensorArray
+    h = torch.randn(16, 32, requires_grad=True) * 1
+
+    def calls():
+        for _ in range(10):
+            states = TensorArray(torch.float32, size=0, dynamic_size=True)
+            for i in range(steps):
+                states = states.write(i, h)
+        return 10 * steps
+    return _timed(calls)
+
+
 def _elman(steps):
     def make(lib, backend, checkout):
         import torch
@@ -258,10 +274,11 @@ def gru_t20(lib, backend, checkout):
 PER_CALL = {"raw_write": raw_write, "raw_write_np_int32": lambda lib, b: raw_write(lib, b, np.int32),
             "raw_read": raw_read, "raw_read_np_int32": lambda lib, b: raw_read(lib, b, np.int32),
             "scatter_small": scatter_small, "grad_scatter_add": grad_scatter_add,
-            "grad_scatter_first": grad_scatter_first, "torch_read": torch_read, "torch_write": torch_write}
+            "grad_scatter_first": grad_scatter_first, "torch_read": torch_read, "torch_write": torch_write,
+            "torch_write_growing": torch_write_growing}
 STEPS = {"elman_T20": _elman(20), "elman_T200": _elman(200), "gru_T20": gru_t20}
 ROUNDS = {"elman_T200": 30, "gru_T20": 60, "elman_T20": 100}
-NUMPY_ONLY = {"torch_read", "torch_write", *STEPS}
+NUMPY_ONLY = {"torch_read", "torch_write", "torch_write_growing", *STEPS}
 
 
 def measure(old, new, names, backend_name, rounds, runs=3):

@@ -40,9 +40,14 @@ def _listed(slots):
     return slots.tolist() if hasattr(slots, "tolist") else slots
 
 
-def _grown(capacity, needed):
+# A dynamic array's slab starts with room for this many bytes of rows (at least): a
+# loop of small writes then regrows it a few times, not at every power of two.
+FIRST_SLAB_BYTES = 16 * 1024
+
+
+def _grown(capacity, needed, first=4):
     # Doubling keeps dynamic_size growth amortised O(1) per write.
-    return max(needed, 2 * capacity, 4)
+    return max(needed, 2 * capacity, first)
 
 
 class Layout:
@@ -251,7 +256,8 @@ class UniformLayout(Layout):
         row_shape = row_shape if self.row_shape is None else self.row_shape
         if needed <= self.capacity:
             return row_shape, None
-        capacity = needed if exact or self.slab is None else _grown(self.capacity, needed)
+        capacity = needed if exact else _grown(self.capacity, needed,
+                                               FIRST_SLAB_BYTES // max(element_count(row_shape) * self.dtype.itemsize, 1))
         shape = (capacity,) + row_shape
         self.backend.check_allocation(element_count(shape) * self.dtype.itemsize,
                                       lambda: f"a slab of shape {list(shape)} for TensorArray {self.owner}")

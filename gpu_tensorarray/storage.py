@@ -44,6 +44,7 @@ _READABLE = WRITTEN | VALUE | CLEARED
 _CLEARED_AFTER_READ = WRITTEN | READ | CLEARED
 _READ_VALUE = WRITTEN | READ | VALUE
 _FAST_BATCH = 8       # batches up to this size are checked slot by slot
+_FIRST_FLAGS = 1024   # a growing array's flags start with this many slots: a byte each
 _UNSURE = object()    # a vector check that cannot vouch for a batch
 _VECTOR_PLAN_BYTES = 40   # host bytes per index that _plan_reads_vector's temporaries take at most
 
@@ -305,7 +306,7 @@ class ArrayStorage:
 
     def _flags_for(self, size, layout, *reserve):
         """The flag buffer for ``size`` slots: this one while it has room, else a new one
-        twice as long (growth one slot at a time stays amortised O(1)) holding these
+        twice as long, or ``_FIRST_FLAGS`` (growth one slot at a time stays amortised O(1)), holding these
         flags, for the commit to put in place. ``layout.reserve(*reserve)`` comes
         next: a growth it would refuse is refused first, before the flags are made. The
         flags never outgrow an int32 size, so a write within them cannot either."""
@@ -315,7 +316,7 @@ class ArrayStorage:
         if size <= len(flags):
             return flags
         layout.check_reserve(*reserve)
-        capacity = min(max(size, 2 * len(flags)), INT32_MAX)
+        capacity = min(max(size, 2 * len(flags), _FIRST_FLAGS), INT32_MAX)
         grown = self.backend.allocate(lambda: bytearray(capacity), capacity,
                                       lambda: f"the flags of TensorArray {self.name} grown to {size} slots", host=True)
         grown[:len(flags)] = flags

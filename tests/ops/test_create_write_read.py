@@ -9,6 +9,7 @@ import pytest
 
 from gpu_tensorarray import errors
 from gpu_tensorarray import raw_ops as ro
+from gpu_tensorarray.layouts import FIRST_SLAB_BYTES
 from ta_conformance_util import (
     ALL_DTYPES, ALREADY_READ, ALREADY_WRITTEN, CLEARED, CLOSED, INCOMPATIBLE, NOT_FULLY_DEFINED, READ_BOUNDS,
     READ_DTYPE, TF_NAME, WRITE_BOUNDS, WRITE_DTYPE, assert_same, close, f32, gather, host, name_number, new, raises,
@@ -459,6 +460,23 @@ def test_dynamic_growth_one_write_at_a_time(backend, dtype, shape):
             assert size(handle) == index + 1
     assert size(handle) == count
     assert_same(gather(handle, np.arange(count), dtype), np.stack(values))
+
+
+def test_a_loop_of_small_writes_allocates_a_dynamic_array_once(backend):
+    # Its first slab has room for FIRST_SLAB_BYTES of rows; a slab that doubled from one
+    # row would have been reallocated at every power of two.
+    row = 64
+    rows = FIRST_SLAB_BYTES // (row * 4)
+    handle, _ = new(0, "float32", dynamic_size=True)
+    held = set()
+    for index in range(rows):
+        write(handle, index, f32(np.full(row, index)))
+        held.add(handle.array.nbytes)
+    assert held == {FIRST_SLAB_BYTES}
+    write(handle, rows, f32(np.full(row, rows)))               # one past: it doubles
+    assert handle.array.nbytes == 2 * FIRST_SLAB_BYTES
+    assert_same(gather(handle, np.arange(rows + 1), "float32"),
+                np.repeat(np.arange(rows + 1, dtype=np.float32)[:, None], row, axis=1))
 
 
 def test_dynamic_growth_in_scattered_order(backend):
