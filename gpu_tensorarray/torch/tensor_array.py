@@ -241,6 +241,9 @@ class TensorArray:
 
     def size(self, name=None):
         """The number of elements, as a CPU int32 scalar (TensorFlow keeps it in host memory)."""
+        if self._host:                              # a loop's condition: the library class's slots
+            ta = self._ta
+            return torch.from_numpy(raw_ops.TensorArraySizeV3(ta._handle, ta._flow))
         with cuda_scope(self._backend):
             size = raw_ops.TensorArraySizeV3(self._ta.handle, self._ta.flow)
         if type(size) is not np.ndarray:            # a CuPy scalar
