@@ -256,8 +256,8 @@ class UniformLayout(Layout):
         row_shape = row_shape if self.row_shape is None else self.row_shape
         if needed <= self.capacity:
             return row_shape, None
-        capacity = needed if exact else _grown(self.capacity, needed,
-                                               FIRST_SLAB_BYTES // max(element_count(row_shape) * self.dtype.itemsize, 1))
+        row_bytes = element_count(row_shape) * self.dtype.itemsize
+        capacity = needed if exact else _grown(self.capacity, needed, FIRST_SLAB_BYTES // max(row_bytes, 1))
         shape = (capacity,) + row_shape
         self.backend.check_allocation(element_count(shape) * self.dtype.itemsize,
                                       lambda: f"a slab of shape {list(shape)} for TensorArray {self.owner}")

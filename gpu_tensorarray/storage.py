@@ -306,10 +306,11 @@ class ArrayStorage:
 
     def _flags_for(self, size, layout, *reserve):
         """The flag buffer for ``size`` slots: this one while it has room, else a new one
-        twice as long, or ``_FIRST_FLAGS`` (growth one slot at a time stays amortised O(1)), holding these
-        flags, for the commit to put in place. ``layout.reserve(*reserve)`` comes
-        next: a growth it would refuse is refused first, before the flags are made. The
-        flags never outgrow an int32 size, so a write within them cannot either."""
+        twice as long or ``_FIRST_FLAGS`` long (growth one slot at a time stays amortised
+        O(1)) holding these flags, for the commit to put in place.
+        ``layout.reserve(*reserve)`` comes next: a growth it would refuse is refused first,
+        before the flags are made. The flags never outgrow an int32 size, so a write within
+        them cannot either."""
         if size > INT32_MAX:
             raise messages.too_many_slots(self, size)
         flags = self._flags
