@@ -27,12 +27,16 @@ import pytest
 import gpu_tensorarray as gta
 from gpu_tensorarray import raw_ops as ro
 from gpu_tensorarray.backends.device_guard import DeviceScope
+from gpu_tensorarray.layouts import FIRST_SLAB_BYTES
 from interrupt_util import Interrupt
 
 cupy = sys.modules.get("cupy")
 on_standin = pytest.mark.skipif(not getattr(cupy, "STANDIN", False),
                                 reason="the ordering log is the CuPy stand-in's (a real GPU is in use)")
 F32 = np.float32
+# A dynamic array's first slab of rows of 3 float32: a write at FIRST_ROWS regrows it.
+FIRST_ROWS = FIRST_SLAB_BYTES // 12
+FIRST_SLAB = FIRST_ROWS * 12
 
 
 @pytest.fixture
@@ -72,8 +76,8 @@ def _scatter(handle, index, count, flow):
 # case -> (writes on stream A as (index, elements), the op on B and its (index, elements),
 # the bytes of A's buffer that op drops)
 GROWTH = {
-    "uniform slab regrown": ([(0, 3)], _write, (1, 3), 12),                  # slab 1 row -> 4 rows
-    "widened to ragged": ([(0, 3), (1, 3)], _scatter, (2, 5), 4 * 12),       # the slab (4 rows) goes
+    "uniform slab regrown": ([(0, 3)], _write, (FIRST_ROWS, 3), FIRST_SLAB),  # the first slab doubles
+    "widened to ragged": ([(0, 3), (1, 3)], _scatter, (2, 5), FIRST_SLAB),   # the first slab goes
     "ragged buffer regrown": ([(0, 3), (1, 5)], _write, (2, 7), 8 * 4),      # flat: 8 elements -> 16
 }
 
@@ -93,9 +97,8 @@ def test_a_buffer_dropped_on_another_stream_is_freed_after_its_stream_waits(stan
     assert len(frees) == 1, log                 # allocated on a: back to a's pool
     assert _ordered_before_free(log, frees[0], a.name, b.name), log
     with a:
-        stacked = ro.TensorArrayConcatV3(handle, flow, F32)[0]
-    expected = [np.full(n, i, F32) for i, n in on_a] + [np.full(count, index, F32)]
-    np.testing.assert_array_equal(stacked.get(), np.concatenate(expected))
+        for i, n in on_a + [(index, count)]:
+            np.testing.assert_array_equal(ro.TensorArrayReadV3(handle, i, flow, F32).get(), np.full(n, i, F32))
 
 
 @on_standin
@@ -122,14 +125,14 @@ def test_one_stream_adds_no_wait_no_synchronisation_and_holds_nothing(standin):
     with a:
         flow = _write(handle, 0, 3, flow)
         with cupy.recording() as log:
-            flow = _write(handle, 1, 3, flow)           # regrows
+            flow = _write(handle, FIRST_ROWS, 3, flow)  # regrows
             flow = _write(handle, 2, 5, flow)           # widens
-            ro.TensorArrayReadV3(handle, 1, flow, F32)
+            ro.TensorArrayReadV3(handle, 0, flow, F32)
             ro.TensorArrayCloseV3(handle)
     kinds = [entry[0] for entry in log]
     assert "wait" not in kinds and "sync" not in kinds, log
     assert kinds.count("record") == 4, log
-    dropped = _frees(log, a.name, 12)[0]                # the first slab, during the regrowing write
+    dropped = _frees(log, a.name, FIRST_SLAB)[0]        # the first slab, during the regrowing write
     assert dropped < kinds.index("record"), log
 
     scope = DeviceScope(_FakeDevice())
@@ -159,7 +162,7 @@ def test_another_threads_per_thread_stream_is_ordered_by_a_device_synchronise(st
         try:
             with ptds:
                 if op == "regrowth":
-                    _write(handle, 1, 3, flow)
+                    _write(handle, FIRST_ROWS, 3, flow)
                 else:
                     ro.TensorArrayCloseV3(handle)
         except BaseException as error:  # noqa: BLE001 - reported below
@@ -170,7 +173,7 @@ def test_another_threads_per_thread_stream_is_ordered_by_a_device_synchronise(st
         thread.start()
         thread.join(60)
     assert not thread.is_alive() and not failures, failures
-    frees = _frees(log, main, 12)
+    frees = _frees(log, main, FIRST_SLAB)
     assert len(frees) == 1, log
     assert ("sync", 0, None, "device") in log[:frees[0]], log
     assert not any(entry[0] == "wait" and entry[2] == main for entry in log), "no thread can name another's"
