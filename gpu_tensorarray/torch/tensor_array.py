@@ -241,14 +241,11 @@ class TensorArray:
 
     def size(self, name=None):
         """The number of elements, as a CPU int32 scalar (TensorFlow keeps it in host memory)."""
-        if self._host:                              # a loop's condition: the library class's slots
-            ta = self._ta
+        ta = self._ta
+        if self._host:                  # a dynamic loop's condition: no CUDA scope to enter
             return torch.from_numpy(raw_ops.TensorArraySizeV3(ta._handle, ta._flow))
-        with cuda_scope(self._backend):
-            size = raw_ops.TensorArraySizeV3(self._ta.handle, self._ta.flow)
-        if type(size) is not np.ndarray:            # a CuPy scalar
-            size = np.array(int(size), np.int32)
-        return torch.from_numpy(size)               # a fresh array: nothing else holds it
+        with cuda_scope(self._backend):     # the raw op's int32 array is fresh and on the host
+            return torch.from_numpy(raw_ops.TensorArraySizeV3(ta._handle, ta._flow))
 
     def close(self, name=None):
         self._ta.close()
