@@ -231,7 +231,7 @@ class UniformLayout(Layout):
         super().__init__(backend, dtype, owner, hold)
         self.row_shape = row_shape      # None until the first element is stored
         self.slab = None                # [capacity, *row_shape]
-        self.view = None                # the slab, read-only where the backend allows
+        self.view = None                # the slab, read-only where the backend allows (``_view``)
         self.capacity = 0
 
     @property
@@ -278,7 +278,15 @@ class UniformLayout(Layout):
         if self.slab is not None:
             slab[: self.capacity] = self.slab
             self.hold(self.slab)                # the copy out of it may still be pending
-        self.slab, self.view, self.capacity, self.row_shape = slab, self.backend.readonly(slab), capacity, row_shape
+        self.slab, self.view, self.capacity, self.row_shape = slab, None, capacity, row_shape
+
+    def _view(self):
+        """The slab, read-only, made at its first read: a slab that is only written, grown
+        out of or taken from (a gradient array's) never needs one."""
+        view = self.view
+        if view is None:
+            view = self.view = self.backend.readonly(self.slab)
+        return view
 
     def widened(self, slots_with_shape, slots_with_values):
         return RaggedLayout.from_uniform(self, slots_with_shape, slots_with_values)
@@ -333,7 +341,8 @@ class UniformLayout(Layout):
         pass                                    # unwritten slab rows already are zeros
 
     def row(self, index):
-        return self.view[index, ...]
+        view = self.view
+        return (self._view() if view is None else view)[index, ...]
 
     def _stored(self, index):
         return self.slab[index, ...]
@@ -342,7 +351,7 @@ class UniformLayout(Layout):
         if type(indices) is range:
             return self._prepared_copy((len(indices),) + tuple(shape),
                                        lambda: self.slab[indices.start:indices.stop]) \
-                or (lambda: self.view[indices.start:indices.stop])
+                or (lambda: self._view()[indices.start:indices.stop])
         take = self.backend.prepare_take_rows(indices, shape, self.dtype)
         return lambda: take(self.slab)
 
@@ -350,7 +359,7 @@ class UniformLayout(Layout):
         count = len(shapes)
         shape = (count * shapes[0][0],) + tuple(shapes[0][1:])
         return self._prepared_copy(shape, lambda: self.slab[:count].reshape(shape)) \
-            or (lambda: self.view[:count].reshape((count * self.row_shape[0],) + self.row_shape[1:]))
+            or (lambda: self._view()[:count].reshape((count * self.row_shape[0],) + self.row_shape[1:]))
 
 
 class _PerSlotLayout(Layout):
