@@ -10,6 +10,7 @@ case's old and new figure and new/old, then the spread of new/old over the runs.
 Cases (the call forms users write: keyword raw ops, ``np.int32`` indices, whole steps):
 - raw_write, raw_write_np_int32, raw_read, raw_read_np_int32: one keyword raw op on a
   (64,) float32 element of a 2000-slot array, per call (the minimum of the rounds);
+- raw_stack: a gather of range(2000) from that array written in full (a stack), per call;
 - scatter_small: TensorArrayV3, a scatter of 2 rows of (16, 4), TensorArrayCloseV3, per cycle;
 - grad_scatter_add: 200 deterministic scatter-adds of 1024 rows of (64,) float32, int32
   indices, into one gradient array, per scatter;
@@ -120,6 +121,20 @@ def raw_read(lib, backend, index_type=int):
             R.TensorArrayReadV3(handle=handle, index=i, flow_in=flow, dtype=np.float32)
         backend.synchronize()
         return SLOTS
+    return _timed(calls)
+
+
+def raw_stack(lib, backend):
+    R = lib.raw_ops
+    handle, flow = R.TensorArrayV3(size=SLOTS, dtype=np.float32, element_shape=[64], clear_after_read=False)
+    flow = R.TensorArrayScatterV3(handle=handle, indices=np.arange(SLOTS, dtype=np.int32),
+                                  value=backend.asarray(np.ones((SLOTS, 64), np.float32)), flow_in=flow)
+
+    def calls():
+        for _ in range(100):
+            R.TensorArrayGatherV3(handle=handle, indices=range(SLOTS), flow_in=flow, dtype=np.float32)
+        backend.synchronize()
+        return 100
     return _timed(calls)
 
 
@@ -272,7 +287,7 @@ def gru_t20(lib, backend, checkout):
 
 
 PER_CALL = {"raw_write": raw_write, "raw_write_np_int32": lambda lib, b: raw_write(lib, b, np.int32),
-            "raw_read": raw_read, "raw_read_np_int32": lambda lib, b: raw_read(lib, b, np.int32),
+            "raw_read": raw_read, "raw_read_np_int32": lambda lib, b: raw_read(lib, b, np.int32), "raw_stack": raw_stack,
             "scatter_small": scatter_small, "grad_scatter_add": grad_scatter_add,
             "grad_scatter_first": grad_scatter_first, "torch_read": torch_read, "torch_write": torch_write,
             "torch_write_growing": torch_write_growing}
