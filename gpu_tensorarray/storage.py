@@ -487,8 +487,11 @@ class ArrayStorage:
             else:
                 room, layout, flags = (new_size, None, exact, elements), live, self._flags
             result = prepare_result(layout)
-            undo = layout.undo_point(indices, None) if layout is live else _nothing
-            layout.reserve(*room)
+            if changes or elements or new_size > layout.capacity or layout.common_shape is None:
+                undo = layout.undo_point(indices, None) if layout is live else _nothing
+                layout.reserve(*room)
+            else:       # every slot read holds a value in the slab (a stack's common case): nothing to undo
+                undo = None
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
         # Everything is allocated: from here on nothing fails (see "the commit" above).
@@ -502,15 +505,16 @@ class ArrayStorage:
             element_shape = self._element_shape
         accepted = self._accepted_shape if element_shape == self._element_shape and layout is live else None
         view = flag_view(flags)
-        try:
-            if new_size > first:
-                layout.set_shapes(range(first, new_size), grow_shape)
-            for shape, slots in soft:
-                layout.set_shapes(slots, shape)
-            layout.materialize(indices)
-        except BaseException:
-            undo()
-            raise
+        if undo is not None:
+            try:
+                if new_size > first:
+                    layout.set_shapes(range(first, new_size), grow_shape)
+                for shape, slots in soft:
+                    layout.set_shapes(slots, shape)
+                layout.materialize(indices)
+            except BaseException:
+                undo()
+                raise
         self._unread = False
         if changes:
             self._layout = layout
