@@ -165,10 +165,13 @@ class TensorArray:
     def concat(self, name=None):
         return self._read(CONCAT, None, "concat")
 
-    def _track(self, kind, where, value, slots):
-        """The state after a write of ``value`` (done): a pending tracked write when it needs a gradient."""
+    def _track(self, kind, value, where):
+        """The state's count after a write of ``value`` (done): a pending tracked write when it
+        needs a gradient. ``where()`` -> (what its backward needs, the slots it wrote), asked
+        only then (a gradient rule's scatter of a plain tensor skips it)."""
         state = self._state
         if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
+            where, slots = where()
             state.count += 1
             state.pending.append(value)
             state.kinds.append(kind)
@@ -221,23 +224,21 @@ class TensorArray:
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.scatter(indices, to_backend(value, backend, self._ta.handle))
-        where = np.asarray(indices, np.int64).reshape(-1)
-        return self._next(ta, self._track(SCATTER, where, value, where.tolist()))
+        return self._next(ta, self._track(SCATTER, value, lambda: _indices_and_slots(indices)))
 
     def unstack(self, value, name=None):
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.unstack(to_backend(value, backend, self._ta.handle))
         count = _shape(value)[0]
-        return self._next(ta, self._track(SCATTER, np.arange(count, dtype=np.int64), value, range(count)))
+        return self._next(ta, self._track(SCATTER, value, lambda: (np.arange(count, dtype=np.int64), range(count))))
 
     def split(self, value, lengths, name=None):
         lengths = host_value(lengths)
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.split(to_backend(value, backend, self._ta.handle), lengths)
-        where = np.asarray(lengths, np.int64).reshape(-1)
-        return self._next(ta, self._track(SPLIT, where, value, range(len(where))))
+        return self._next(ta, self._track(SPLIT, value, lambda: _lengths_and_slots(lengths)))
 
     def size(self, name=None):
         """The number of elements, as a CPU int32 scalar (TensorFlow keeps it in host memory)."""
@@ -263,6 +264,16 @@ def _host_array(value, backend, handle):
         except (RuntimeError, TypeError):       # a dtype NumPy lacks: to_backend reports it
             pass
     return to_backend(value, backend, handle)
+
+
+def _indices_and_slots(indices):
+    where = np.asarray(indices, np.int64).reshape(-1)
+    return where, where.tolist()
+
+
+def _lengths_and_slots(lengths):
+    where = np.asarray(lengths, np.int64).reshape(-1)
+    return where, range(len(where))
 
 
 def _slot(index):
