@@ -132,7 +132,10 @@ def jax_step(model, x):
     return lambda: jax.block_until_ready(grad(params, xs))
 
 
-def measure(steps, repeats, peers=("list", "ours", "tensorflow", "jax")):
+PEERS = ("list", "ours", "tensorflow", "jax")
+
+
+def measure(steps, repeats, peers=PEERS):
     torch.manual_seed(0)
     model = Elman()
     x = torch.randn(steps, BATCH, FEATURES, generator=torch.Generator().manual_seed(0))
@@ -168,7 +171,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, nargs="+", default=[20, 200], help="sequence lengths (default 20 200)")
     parser.add_argument("--repeats", type=int, default=0, help="timed steps per peer (default: 200 at T=20, 40 at T=200)")
-    parser.add_argument("--peers", nargs="+", default=["list", "ours", "tensorflow", "jax"])
+    parser.add_argument("--peers", nargs="+", default=list(PEERS), choices=PEERS,
+                        help="what to time beside the list model (default: all; a peer not installed is left out)")
     parser.add_argument("--json", help="write the figures to this file")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
