@@ -287,8 +287,8 @@ def gru_t20(lib, backend, checkout):
 
 
 PER_CALL = {"raw_write": raw_write, "raw_write_np_int32": lambda lib, b: raw_write(lib, b, np.int32),
-            "raw_read": raw_read, "raw_read_np_int32": lambda lib, b: raw_read(lib, b, np.int32), "raw_stack": raw_stack,
-            "scatter_small": scatter_small, "grad_scatter_add": grad_scatter_add,
+            "raw_read": raw_read, "raw_read_np_int32": lambda lib, b: raw_read(lib, b, np.int32),
+            "raw_stack": raw_stack, "scatter_small": scatter_small, "grad_scatter_add": grad_scatter_add,
             "grad_scatter_first": grad_scatter_first, "torch_read": torch_read, "torch_write": torch_write,
             "torch_write_growing": torch_write_growing}
 STEPS = {"elman_T20": _elman(20), "elman_T200": _elman(200), "gru_T20": gru_t20}
