@@ -504,7 +504,7 @@ class ArrayStorage:
         if element_shape is None:
             element_shape = self._element_shape
         accepted = self._accepted_shape if element_shape == self._element_shape and layout is live else None
-        view = flag_view(flags)
+        view = flag_view(flags) if changes or not stack else None     # (a stack's marks wait: _attend)
         if undo is not None:
             try:
                 if new_size > first:
