@@ -8,6 +8,7 @@ Values come back as arrays of the array's backend.
 """
 
 from collections import namedtuple
+from operator import index as _as_int    # a NumPy integer's __index__, without int()'s type call
 
 import numpy as np
 
@@ -106,7 +107,7 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
 def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
     if type(index) is not int:      # a NumPy integer scalar (an index from a tensor) without a call
-        index = int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
+        index = _as_int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     if not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
@@ -120,7 +121,7 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
 def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
     if type(index) is not int:      # a NumPy integer scalar (an index from a tensor) without a call
-        index = int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
+        index = _as_int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     if not _INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
