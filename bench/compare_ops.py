@@ -20,6 +20,9 @@ Cases (the call forms users write: keyword raw ops, ``np.int32`` indices, whole 
   (16, 4) / (16, 32) float32 element, per call (numpy backend only);
 - torch_write_growing: 20 tracked writes of (16, 32) into a new dynamic_size array (size 0),
   its creation included, per write (numpy backend only);
+- raw_write_np_int32_over_int, raw_read_np_int32_over_int, raw_write_np_int64_over_int,
+  raw_read_np_int64_over_int: what a NumPy integer scalar index costs over a Python int, both
+  forms timed in every round (the difference of their minimums over the rounds, in ns);
 - elman_T20, elman_T200, gru_T20: a training step of bench/torch_elman.py's Elman RNN and of
   examples/rnn_torch.py's GRU, each version's and a list + torch.stack model's, the
   median step; figures are the ratio to the list's step (numpy backend only).
@@ -291,25 +294,38 @@ PER_CALL = {"raw_write": raw_write, "raw_write_np_int32": lambda lib, b: raw_wri
             "raw_stack": raw_stack, "scatter_small": scatter_small, "grad_scatter_add": grad_scatter_add,
             "grad_scatter_first": grad_scatter_first, "torch_read": torch_read, "torch_write": torch_write,
             "torch_write_growing": torch_write_growing}
+
+
+def _over_int(case, index_type):
+    def make(lib, backend):
+        return case(lib, backend), case(lib, backend, index_type)
+    return make
+
+
+# Per-call pairs (the int form, the form timed against it): their difference per call.
+PAIRS = {f"{case.__name__}_np_{index_type.__name__}_over_int": _over_int(case, index_type)
+         for index_type in (np.int32, np.int64) for case in (raw_write, raw_read)}
 STEPS = {"elman_T20": _elman(20), "elman_T200": _elman(200), "gru_T20": gru_t20}
 ROUNDS = {"elman_T200": 30, "gru_T20": 60, "elman_T20": 100}
+PER_CALL_ROUNDS, PAIR_ROUNDS = 15, 201       # a pair's difference is tens of ns: more rounds
 NUMPY_ONLY = {"torch_read", "torch_write", "torch_write_growing", *STEPS}
 
 
 def measure(old, new, names, backend_name, rounds, runs=3):
     """{case: [(old, new) per run]}: per-call cases the minimum of ``rounds`` alternated
-    rounds; step cases (the ratio to the list model's step) the median."""
+    rounds; pairs the difference of their two forms' minimums; step cases (the ratio to the
+    list model's step) the median."""
     checkouts = (old, new)
     results = {name: [] for name in names}
     for name in names:
-        rounds_here = ROUNDS.get(name, rounds)
+        rounds_here = ROUNDS.get(name) or rounds or (PAIR_ROUNDS if name in PAIRS else PER_CALL_ROUNDS)
         for _ in range(runs):
             made, times = {}, {old.label: [], new.label: [], "list": []}
             for checkout in checkouts:
                 with checkout as lib, lib.device(backend_name):
                     backend = lib.get_backend(backend_name)
                     made[checkout.label] = STEPS[name](lib, backend, checkout) if name in STEPS \
-                        else PER_CALL[name](lib, backend)
+                        else (PAIRS.get(name) or PER_CALL[name])(lib, backend)
             for _ in range(rounds_here + 1):             # round 0 warms up
                 for checkout in checkouts:
                     with checkout as lib, lib.device(backend_name):
@@ -318,20 +334,29 @@ def measure(old, new, names, backend_name, rounds, runs=3):
                             times[checkout.label].append(ours())
                             if checkout is new:
                                 times["list"].append(reference())
+                        elif name in PAIRS:
+                            times[checkout.label].append(tuple(form() for form in made[checkout.label]))
                         else:
                             times[checkout.label].append(made[checkout.label]())
             if name in STEPS:
                 listed = statistics.median(times["list"][1:])
                 figures = tuple(statistics.median(times[c.label][1:]) / listed for c in checkouts)
+            elif name in PAIRS:
+                figures = tuple(min(form for form, _ in times[c.label][1:]) for c in checkouts)
+                figures = tuple(min(other for _, other in times[c.label][1:]) - base
+                                for c, base in zip(checkouts, figures))
             else:
                 figures = tuple(min(times[c.label][1:]) for c in checkouts)
             results[name].append(figures)
-            print(f"  {name:20s} old {_show(name, figures[0])}  new {_show(name, figures[1])}  "
-                  f"new/old {figures[1] / figures[0]:.3f}", flush=True)
+            change = f"new-old {(figures[1] - figures[0]) * 1e9:+.0f} ns" if name in PAIRS \
+                else f"new/old {figures[1] / figures[0]:.3f}"
+            print(f"  {name:28s} old {_show(name, figures[0])}  new {_show(name, figures[1])}  {change}", flush=True)
     return results
 
 
 def _show(name, figure):
+    if name in PAIRS:
+        return f"{figure * 1e9:+6.0f} ns"
     return f"{figure:.2f}x list" if name in STEPS else f"{figure * 1e6:8.2f} us"
 
 
@@ -340,11 +365,13 @@ def main(argv=None):
     parser.add_argument("old", help="the old checkout (a directory holding gpu_tensorarray/)")
     parser.add_argument("new", help="the new checkout")
     parser.add_argument("--backend", default="numpy", help="numpy | emulated | cupy (default numpy)")
-    parser.add_argument("--only", nargs="+", choices=[*PER_CALL, *STEPS], help="these cases (default: every one "
-                        "the backend runs)")
-    parser.add_argument("--rounds", type=int, default=15, help="alternated rounds per run of a per-call case")
+    parser.add_argument("--only", nargs="+", choices=[*PER_CALL, *PAIRS, *STEPS], help="these cases (default: "
+                        "every one the backend runs)")
+    parser.add_argument("--rounds", type=int, help=f"alternated rounds per run of a per-call case or pair (default "
+                        f"{PER_CALL_ROUNDS}; {PAIR_ROUNDS} for a pair)")
     args = parser.parse_args(argv)
-    names = args.only or [name for name in [*PER_CALL, *STEPS] if args.backend == "numpy" or name not in NUMPY_ONLY]
+    names = args.only or [name for name in [*PER_CALL, *PAIRS, *STEPS]
+                          if args.backend == "numpy" or name not in NUMPY_ONLY]
     warnings.simplefilter("ignore")          # the CuPy-without-a-GPU warning, once per checkout
     try:
         import torch
@@ -354,10 +381,16 @@ def main(argv=None):
     old, new = Checkout(args.old, "old"), Checkout(args.new, "new")
     print(f"old: {old.path}\nnew: {new.path}\nbackend {args.backend}, three runs:")
     results = measure(old, new, names, args.backend, args.rounds)
-    print("new/old over the three runs (median [min-max]):")
+    print("new/old over the three runs (median [min-max]; pairs: the differences):")
     for name, runs in results.items():
+        if name in PAIRS:                   # differences: new's per run
+            news = sorted(new_ * 1e9 for _, new_ in runs)
+            olds = sorted(old_ * 1e9 for old_, _ in runs)
+            print(f"  {name:28s} new {news[1]:+.0f} ns [{news[0]:+.0f} to {news[-1]:+.0f}], "
+                  f"old {olds[1]:+.0f} ns [{olds[0]:+.0f} to {olds[-1]:+.0f}]")
+            continue
         ratios = sorted(new_ / old_ for old_, new_ in runs)
-        print(f"  {name:20s} {ratios[1]:.3f} [{ratios[0]:.3f}-{ratios[-1]:.3f}]")
+        print(f"  {name:28s} {ratios[1]:.3f} [{ratios[0]:.3f}-{ratios[-1]:.3f}]")
     return 0
 
 

@@ -304,16 +304,19 @@ def test_call_forms_users_write_are_rows_beside_the_fastest():
 
 def test_compare_ops_times_two_checkouts_in_one_process(tmp_path):
     """bench/compare_ops.py imports the old and the new checkout side by side: a copy whose
-    raw read sleeps is the old one, and only its figures show the sleep."""
+    raw read sleeps is the old one, and only its figures show the sleep; its read sleeps twice
+    with a NumPy integer index, and only the old pair's difference shows the second sleep."""
     import shutil
     old = tmp_path / "old"
     shutil.copytree(os.path.join(_REPOSITORY, "gpu_tensorarray"), old / "gpu_tensorarray",
                     ignore=shutil.ignore_patterns("__pycache__"))
     with open(old / "gpu_tensorarray" / "raw_ops.py", "a") as source:
         source.write("\nimport time as _time\n_read = TensorArrayReadV3\n\n\n"
-                     "def TensorArrayReadV3(*args, **kwargs):\n    _time.sleep(0.0002)\n    return _read(*args, **kwargs)\n")
+                     "def TensorArrayReadV3(*args, **kwargs):\n    _time.sleep(0.0002)\n"
+                     "    if type(kwargs['index']) is not int:\n        _time.sleep(0.0002)\n"
+                     "    return _read(*args, **kwargs)\n")
     done = subprocess.run([sys.executable, os.path.join(_REPOSITORY, "bench", "compare_ops.py"), str(old), _REPOSITORY,
-                           "--only", "raw_read", "raw_write", "--rounds", "1"],
+                           "--only", "raw_read", "raw_write", "raw_read_np_int32_over_int", "--rounds", "1"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = done.stdout.split("new/old over the three runs")[1]
@@ -321,3 +324,6 @@ def test_compare_ops_times_two_checkouts_in_one_process(tmp_path):
     assert set(ratios) == {"raw_read", "raw_write"}, done.stdout
     assert ratios["raw_read"] < 0.2, done.stdout          # old sleeps 200 us a read; new does not
     assert 0.2 < ratios["raw_write"] < 5, done.stdout     # the same code both sides
+    pair = re.search(r"raw_read_np_int32_over_int\s+new ([+-]\d+) ns \[.*\], old ([+-]\d+) ns", summary)
+    assert pair, done.stdout
+    assert int(pair[2]) > 150_000 and int(pair[1]) < 50_000, done.stdout    # old: a second 200 us sleep
