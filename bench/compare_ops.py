@@ -342,9 +342,7 @@ def measure(old, new, names, backend_name, rounds, runs=3):
                 listed = statistics.median(times["list"][1:])
                 figures = tuple(statistics.median(times[c.label][1:]) / listed for c in checkouts)
             elif name in PAIRS:
-                figures = tuple(min(form for form, _ in times[c.label][1:]) for c in checkouts)
-                figures = tuple(min(other for _, other in times[c.label][1:]) - base
-                                for c, base in zip(checkouts, figures))
+                figures = tuple(_difference(times[c.label][1:]) for c in checkouts)
             else:
                 figures = tuple(min(times[c.label][1:]) for c in checkouts)
             results[name].append(figures)
@@ -352,6 +350,11 @@ def measure(old, new, names, backend_name, rounds, runs=3):
                 else f"new/old {figures[1] / figures[0]:.3f}"
             print(f"  {name:28s} old {_show(name, figures[0])}  new {_show(name, figures[1])}  {change}", flush=True)
     return results
+
+
+def _difference(pairs):
+    """The second form's minimum over the rounds less the first's."""
+    return min(other for _, other in pairs) - min(first for first, _ in pairs)
 
 
 def _show(name, figure):
@@ -383,7 +386,7 @@ def main(argv=None):
     results = measure(old, new, names, args.backend, args.rounds)
     print("new/old over the three runs (median [min-max]; pairs: the differences):")
     for name, runs in results.items():
-        if name in PAIRS:                   # differences: new's per run
+        if name in PAIRS:                   # differences, not ratios: each side's
             news = sorted(new_ * 1e9 for _, new_ in runs)
             olds = sorted(old_ * 1e9 for old_, _ in runs)
             print(f"  {name:28s} new {news[1]:+.0f} ns [{news[0]:+.0f} to {news[-1]:+.0f}], "
