@@ -64,7 +64,7 @@ class ArrayState:
     source S is TensorArrayGradV3(root, ..., path + S). ``internal``: a gradient array the
     rules use (no superseded-read check: its writes accumulate by design)."""
 
-    __slots__ = ("array", "flow", "pending", "kinds", "wheres", "count", "written_by", "internal")
+    __slots__ = ("array", "flow", "pending", "kinds", "wheres", "versions", "count", "written_by", "internal")
 
     def __init__(self, root, path, library_flow, flow, internal=False):
         # What the nodes keep (never the state: its flow holds the nodes, a cycle gc cannot see).
@@ -76,6 +76,7 @@ class ArrayState:
         self.pending = []          # their values
         self.kinds = []            # WRITE, SCATTER or SPLIT
         self.wheres = []           # index, indices (an int64 vector) or lengths
+        self.versions = []         # their torch version counters when written (in-place changes since)
         self.count = 0             # tracked writes so far
         self.written_by = {}       # slot -> ``count`` just after the tracked write that wrote it
 
@@ -333,10 +334,25 @@ def materialize(state, ta, backend):
     no_grad, which would make a node that records nothing: they stay pending)."""
     pending = state.pending
     if pending and torch.is_grad_enabled():
+        for position, (value, version) in enumerate(zip(pending, state.versions)):
+            if value._version != version:
+                raise _changed_after_write(ta, state, position)
         writes = (state.kinds, state.wheres, pending)
-        state.pending, state.kinds, state.wheres = [], [], []
+        state.pending, state.kinds, state.wheres, state.versions = [], [], [], []
         state.flow = _write_run(state.flow, state, ta, backend, writes, *pending)
     return state.flow
+
+
+def _changed_after_write(ta, state, position):
+    """The node would attach to the value's history after the change: a gradient of what the
+    array does not hold (it holds the value as written). torch refuses the same for a saved tensor."""
+    kind, where = state.kinds[position], state.wheres[position]
+    what = f"slot {where}" if kind == WRITE else f"{'slots' if kind == SCATTER else 'the split of lengths'} " \
+        f"{np.asarray(where).tolist()}"
+    return InvalidArgumentError(
+        f"TensorArray {ta.handle.name}: the tensor written to {what} was modified in place after the write: the "
+        f"array holds it as written, but its gradient would be the modified tensor's. Write a copy "
+        f"(value.clone()) of a tensor that changes later")
 
 
 def tracked(state):

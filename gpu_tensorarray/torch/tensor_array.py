@@ -170,12 +170,13 @@ class TensorArray:
         needs a gradient. ``where()`` -> (what its backward needs, the slots it wrote), asked
         only then (a gradient rule's scatter of a plain tensor skips it)."""
         state = self._state
-        if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
+        if isinstance(value, torch.Tensor) and value.requires_grad and _is_grad_enabled():
             where, slots = where()
             state.count += 1
             state.pending.append(value)
             state.kinds.append(kind)
             state.wheres.append(where)
+            state.versions.append(value._version)
             if not state.internal:
                 written_by, count = state.written_by, state.count
                 for slot in slots:
@@ -205,13 +206,16 @@ class TensorArray:
             with cuda_scope(self._backend):
                 ta = ta.write(index, to_backend(value, self._backend, ta.handle))
         state = self._state
-        if type(value) is torch.Tensor and value.requires_grad and _is_grad_enabled():
+        # isinstance: a subclass (nn.Parameter) is tracked too; type() first, the common case's cheap test.
+        if (type(value) is torch.Tensor or isinstance(value, torch.Tensor)) and value.requires_grad \
+                and _is_grad_enabled():
             if type(index) is not int:
                 index = int(index)                   # the op took it: a scalar integer
             count = state.count = state.count + 1
             state.pending.append(value)
             state.kinds.append(WRITE)
             state.wheres.append(index)
+            state.versions.append(value._version)
             if not state.internal:
                 state.written_by[index] = count
         result = _new(TensorArray)

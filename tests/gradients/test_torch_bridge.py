@@ -492,6 +492,46 @@ def test_inplace_on_written_tensors_never_changes_the_array(backend):
     assert torch.equal(ta.stack(), kept) and torch.equal(scattered.stack(), kept)
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_a_parameter_written_as_it_is_gets_its_gradient(backend, mode):
+    """An nn.Parameter (a torch.Tensor subclass) written or unstacked as it is: a learned initial state."""
+    w = weights(3, 2)
+
+    def gradients(use_array):
+        h0 = torch.nn.Parameter(torch.tensor([1.0, -2.0], dtype=F64, device=torch_device()))
+        u = torch.nn.Parameter(torch.tensor([[0.5, 1.5], [2.0, -1.0]], dtype=F64, device=torch_device()))
+        if use_array:
+            ta = TensorArray(F64, size=3, mode=mode).write(0, h0).write(1, h0 * 3)
+            stacked = ta.write(2, TensorArray(F64, size=2, mode=mode).unstack(u).stack().sum(0)).stack()
+        else:
+            stacked = torch.stack([h0, h0 * 3, u.sum(0)])
+        nonlinear(stacked, w).backward()
+        return h0.grad, u.grad
+
+    for ours, reference in zip(gradients(True), gradients(False)):
+        assert torch.allclose(ours, reference, rtol=1e-12, atol=0), (ours, reference)
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("op", ["write", "unstack", "scatter", "split"])
+def test_a_value_changed_in_place_before_its_first_read_is_refused(backend, mode, op):
+    """The array holds the value as written; the gradient would be the changed tensor's (the
+    node that carries it is made at the first read), so that read refuses, as torch refuses a
+    saved tensor changed in place."""
+    x = leaves((2,))[0]
+    y = x * 2
+    written = y.detach().clone()
+    ta = TensorArray(F64, size=1, mode=mode)
+    ta = {"write": lambda: ta.write(0, y), "unstack": lambda: ta.unstack(y[None]),
+          "scatter": lambda: ta.scatter([0], y[None]), "split": lambda: ta.split(y, [2])}[op]()
+    y.mul_(3)
+    read = ta.concat if op == "split" else ta.stack
+    with pytest.raises(InvalidArgumentError, match="modified in place after the write"):
+        read()
+    with torch.no_grad():
+        assert torch.equal(read().reshape(-1), written)
+
+
 def test_gradients_are_owned_tensors(backend):
     """Gradients handed to torch are no views of a gradient array: changing them changes nothing."""
     x = leaves((3, 2))[0]
