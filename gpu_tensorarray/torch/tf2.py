@@ -19,8 +19,8 @@ zeros tensor that depends on nothing. A storage whose size a backward pass locke
 import numpy as np
 import torch
 
-from ..errors import InvalidArgumentError, UnimplementedError
-from ..host import scalar_int
+from ..errors import InvalidArgumentError, UnimplementedError, described, shown
+from ..host import host_ints, scalar_int
 from ..registry import registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
 from .crossing import host_value
@@ -38,7 +38,7 @@ def register_storage_class(cls):
 class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
-    __slots__ = ("storage", "phys", "next_phys", "element_shape", "version", "make_storage", "values")
+    __slots__ = ("storage", "phys", "next_phys", "element_shape", "version", "make_storage", "values", "versions")
 
     def __init__(self, make_storage, length, element_shape):
         self.make_storage = make_storage
@@ -46,6 +46,7 @@ class _Contents:
         self.phys = [None] * length             # logical slot -> physical slot (None: unwritten)
         self.next_phys = 0
         self.values = {}                        # physical slot -> the tensor written there
+        self.versions = {}                      # physical slot -> that tensor's version counter then
         self.element_shape = element_shape
         self.version = 0
 
@@ -137,7 +138,11 @@ class TF2TensorArray:
 
     def _value(self, value, method):
         if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
+            try:
+                value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
+            except (TypeError, ValueError, OverflowError, RuntimeError) as error:   # None, a string, ragged lists
+                raise self._error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: {described(error)}",
+                                  method) from None
         if value.dtype != self._dtype:
             raise self._error(f"Invalid data types; op elements {value.dtype} but list elements {self._dtype}", method)
         return value
@@ -151,25 +156,48 @@ class TF2TensorArray:
         if self._infer_shape:
             contents.element_shape = merged
 
-    def _fresh(self, contents, count):
+    def _fresh(self, contents, count, method):
         """``count`` fresh physical slots: past the end of a storage that can grow, or of a
         new one holding the written values (a backward pass locked the old one's size)."""
         storage = contents.storage
         array = registry.lookup(storage.handle)
         if not array.dynamic_size and contents.next_phys + count > array.size:
-            # The values as they were written (not read back: a read would chain the new
-            # graph to the old storage's nodes, which the pass that locked it has run).
             live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
+            moved = [self._moved(contents, slot, method) for _, slot in live]     # may fail: nothing changed yet
             fresh = contents.make_storage(len(live))
-            values = {}
-            for physical, (logical, slot) in enumerate(live):
-                values[physical] = contents.values[slot]
-                fresh = fresh.write(physical, values[physical])
+            with torch.enable_grad():       # a move under no_grad keeps the values' gradients
+                for physical, value in enumerate(moved):
+                    fresh = fresh.write(physical, value)
+            for physical, (logical, _) in enumerate(live):
                 contents.phys[logical] = physical
-            contents.storage, contents.next_phys, contents.values = fresh, len(live), values
+            contents.values = dict(enumerate(moved))
+            contents.versions = {physical: value._version for physical, value in enumerate(moved)}
+            contents.storage, contents.next_phys = fresh, len(live)
         first = contents.next_phys
         contents.next_phys += count
         return first
+
+    def _moved(self, contents, slot, method):
+        """What a physical slot's value moves as: the tensor written (not read back: a read
+        would chain the new graph to the old storage's nodes, which the pass that locked it
+        has run), unless it changed in place since the write; then, without a gradient, the
+        value the old storage holds (as written)."""
+        value = contents.values[slot]
+        if value._version == contents.versions[slot]:
+            return value
+        if value.requires_grad:
+            raise self._error("a tensor written to this TensorArray was modified in place after the write, and "
+                              "the array must move to new storage (a backward pass locked the old one's size): its "
+                              "gradient would be the modified tensor's. Write a copy (value.clone()) of a tensor "
+                              "that changes later", method)
+        with torch.no_grad():
+            return contents.storage.read(slot)
+
+    def _keep(self, contents, first, values):
+        """Remember the tensors written to physical slots ``first``, ``first + 1``, ... (for a move)."""
+        for slot, value in enumerate(values, first):
+            contents.values[slot] = value
+            contents.versions[slot] = value._version
 
     def _zeros(self, contents, method):
         shape = contents.element_shape
@@ -177,6 +205,13 @@ class TF2TensorArray:
             raise self._error(f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
                               f"{shape} and no list element is set.", method)
         return torch.zeros(shape, dtype=self._dtype, device=contents.storage.device)
+
+    def _vector(self, values, what, method, dtype_name="int32"):
+        """Indices or lengths as a list of ints, with the library's checks (integers only, a vector)."""
+        values = host_ints(host_value(values), what, dtype_name)
+        if values.ndim != 1:
+            raise self._error(f"{what} must be a vector, got shape {list(values.shape)}", method)
+        return values.tolist()
 
     def _rows(self, contents, indices, method):
         """The values of logical ``indices``: one gather when all are written."""
@@ -199,9 +234,9 @@ class TF2TensorArray:
         index = self._index(contents, index, "write", growing=True)
         value = self._value(value, "write")
         self._note_shape(contents, value.shape, "write")
-        slot = self._fresh(contents, 1)
+        slot = self._fresh(contents, 1, "write")
         contents.storage = contents.storage.write(slot, value)
-        contents.values[slot] = value
+        self._keep(contents, slot, (value,))
         if index >= len(contents.phys):
             contents.phys.extend([None] * (index + 1 - len(contents.phys)))
         contents.phys[index] = slot
@@ -216,7 +251,7 @@ class TF2TensorArray:
     def gather(self, indices, name=None):
         contents = self._current()
         indices = [self._index(contents, i, "gather", growing=False)
-                   for i in np.asarray(host_value(indices)).reshape(-1).tolist()]
+                   for i in self._vector(indices, "indices", "gather")]
         if not indices:
             return torch.zeros((0,) + tuple(self._zeros(contents, "gather").shape), dtype=self._dtype)
         return self._rows(contents, indices, "gather")
@@ -236,6 +271,11 @@ class TF2TensorArray:
         values = [self.read(i) for i in range(len(contents.phys))]
         if any(value.dim() == 0 for value in values):
             raise self._error("Concat saw a scalar shape at index 0 but requires at least vectors", "concat")
+        for index, value in enumerate(values):
+            if value.shape[1:] != values[0].shape[1:]:
+                raise self._error(f"TensorArray has inconsistent shapes.  Index 0 has (excepting dimension 0) shape: "
+                                  f"{list(values[0].shape[1:])} but index {index} has (excepting dimension 0) shape: "
+                                  f"{list(value.shape[1:])}", "concat")
         if not values:
             shape = contents.element_shape
             if shape is None or not is_fully_defined(shape[1:]):
@@ -246,16 +286,16 @@ class TF2TensorArray:
     def scatter(self, indices, value, name=None):
         contents = self._current()
         value = self._value(value, "scatter")
-        indices = np.asarray(host_value(indices)).reshape(-1).tolist()
+        indices = self._vector(indices, "indices", "scatter")
         if len(indices) != (value.shape[0] if value.dim() else -1):
             raise self._error(f"Invalid number of rows in input tensor. Expected: {len(indices)} "
                               f"Actual: {value.shape[0] if value.dim() else 'a scalar'}", "scatter")
         indices = [self._index(contents, i, "scatter", growing=True) for i in indices]
         if indices:
             self._note_shape(contents, value.shape[1:], "scatter")
-            first = self._fresh(contents, len(indices))
+            first = self._fresh(contents, len(indices), "scatter")
             contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
-            contents.values.update(zip(range(first, first + len(indices)), value.unbind(0)))
+            self._keep(contents, first, value.unbind(0))
             top = max(indices) + 1
             if top > len(contents.phys):
                 contents.phys.extend([None] * (top - len(contents.phys)))
@@ -273,10 +313,10 @@ class TF2TensorArray:
             raise self._error(f"unstack of {count} rows into an array of size {len(contents.phys)}: create the "
                               f"TensorArray with size={count} or dynamic_size=True", "unstack")
         self._note_shape(contents, value.shape[1:], "unstack")
-        first = self._fresh(contents, count)
+        first = self._fresh(contents, count, "unstack")
         if count:
             contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
-            contents.values.update(zip(range(first, first + count), value.unbind(0)))
+            self._keep(contents, first, value.unbind(0))
         length = count if self._dynamic_size else len(contents.phys)
         contents.phys = [first + k if k < count else None for k in range(length)]
         return self._next(contents)
@@ -284,19 +324,20 @@ class TF2TensorArray:
     def split(self, value, lengths, name=None):
         contents = self._current()
         value = self._value(value, "split")
-        lengths = np.asarray(host_value(lengths), np.int64).reshape(-1).tolist()
+        lengths = self._vector(lengths, "lengths", "split", "int64")
         if value.dim() == 0 or sum(lengths) != value.shape[0] or min(lengths, default=0) < 0:
             raise self._error(f"lengths {lengths} must be non-negative and add up to the value's first dimension "
                               f"({'a scalar' if value.dim() == 0 else value.shape[0]})", "split")
         if not self._dynamic_size and len(lengths) != len(contents.phys):
             raise self._error(f"split into {len(lengths)} pieces of an array of size {len(contents.phys)}", "split")
-        first = self._fresh(contents, len(lengths))
-        start, storage = 0, contents.storage
+        first = self._fresh(contents, len(lengths), "split")
+        start, storage, pieces = 0, contents.storage, []
         for k, length in enumerate(lengths):
-            piece = contents.values[first + k] = value[start:start + length]
-            storage = storage.write(first + k, piece)
+            pieces.append(value[start:start + length])
+            storage = storage.write(first + k, pieces[-1])
             start += length
         contents.storage = storage
+        self._keep(contents, first, pieces)
         contents.phys = [first + k for k in range(len(lengths))]
         return self._next(contents)
 

@@ -122,6 +122,55 @@ def test_errors(backend):
         TensorArray(F64, size=1, mode="tf2", flow=ta.flow)
 
 
+@pytest.mark.parametrize("call, match", [
+    (lambda ta, x: ta.write(0, None), "Cannot convert None"),
+    (lambda ta, x: ta.write(0, "abc"), "Cannot convert 'abc'"),
+    (lambda ta, x: ta.split(x, ["a", "b"]), "lengths"),
+    (lambda ta, x: ta.split(x, None), "lengths"),
+    (lambda ta, x: ta.split(x, [1.9, 1.1]), "int64"),               # not truncated to [1, 1]
+    (lambda ta, x: ta.split(x, [[1, 2]]), "lengths must be a vector"),
+    (lambda ta, x: ta.scatter([[0, 1]], torch.ones(2, 3, dtype=F64)), "indices must be a vector"),
+    (lambda ta, x: ta.unstack(torch.ones(2, 3, dtype=F64)).gather([[0, 1]]), "indices must be a vector"),
+    (lambda ta, x: ta.write(0, x[None]).write(1, x[:2]).concat(), "inconsistent shapes"),
+    (lambda ta, x: ta.write(0, x[None]).write(1, x[:2][None]).concat(), "inconsistent shapes"),
+])
+def test_bad_arguments_are_library_errors(backend, call, match):
+    """What tf1 mode and the NumPy class's tf2 mode refuse with the library's errors, this mode
+    refuses too: never a TypeError or RuntimeError from NumPy or torch, never a silent truncation."""
+    ta = TensorArray(F64, size=2, infer_shape=False, mode="tf2")
+    with pytest.raises(InvalidArgumentError, match=match):
+        call(ta, torch.ones(3, dtype=F64, device=torch_device()))
+
+
+def test_a_move_to_new_storage_keeps_values_as_written(backend):
+    """A backward pass locks the storage's size; the next write of a new slot moves the values to
+    a fresh storage: as they were written (a tensor changed in place since keeps its old value)."""
+    kept = torch.ones(2, dtype=F64, device=torch_device())
+    x = _leaf()[0, :2].detach().requires_grad_()
+    ta = TensorArray(F64, size=2, mode="tf2").write(0, kept).write(1, x * 2)
+    kept.add_(100)                                         # the array holds [1, 1]
+    ta.stack().sum().backward()
+    ta = ta.write(1, x * 3)                                # a new physical slot: the move
+    assert torch.equal(ta.read(0), torch.ones(2, dtype=F64, device=torch_device()))
+    changed = x * 4
+    ta = TensorArray(F64, size=1, dynamic_size=True, mode="tf2").write(0, changed)
+    ta.read(0).sum().backward()
+    changed.mul_(2)                                        # slot 0's gradient would be 8, not 4
+    with pytest.raises(InvalidArgumentError, match="modified in place after the write"):
+        ta.write(1, x)
+
+
+def test_a_move_under_no_grad_keeps_the_gradients_of_the_values_it_moves(backend):
+    x = _leaf()[0, :2].detach().requires_grad_()
+    ta = TensorArray(F64, size=2, mode="tf2").write(0, x * 3).write(1, x * 4)
+    rows = [x * 3, x * 4]
+    ta.stack().sum().backward(retain_graph=True)           # locks the storage's size
+    with torch.no_grad():
+        ta = ta.write(1, torch.zeros(2, dtype=F64, device=torch_device()))   # a move, and an untracked write
+        rows[1] = torch.zeros(2, dtype=F64, device=torch_device())
+    assert_close(torch.autograd.grad(ta.read(0).sum(), x)[0], torch.autograd.grad(rows[0].sum(), x)[0])
+
+
 def test_tf1_stays_the_default(backend):
     assert not isinstance(TensorArray(F64, size=1), TF2TensorArray)
     assert isinstance(TensorArray(F64, size=1, mode="tf2"), TF2TensorArray)
