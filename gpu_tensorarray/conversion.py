@@ -3,7 +3,9 @@
 - An array of the backend's own type is taken as it is; NumPy arrays and scalars
   keep their dtype, which must be one TensorFlow supports.
 - Python scalars and (nested) lists or tuples take TensorFlow's dtypes: floats
-  float32, ints int32 unless they need 64 bits (dtypes.python_value_dtype).
+  float32 (float16 for lists of np.float16), ints int32 unless they need 64 bits
+  (dtypes.python_value_dtype). What NumPy holds only as objects (an int outside
+  int64, None in a list) is a conversion error naming the element, as TensorFlow's.
 - Other libraries' arrays (CuPy on another backend, DLPack producers) come
   through the backend's ``from_foreign``.
 - Anything else NumPy can read (typed buffers: memoryview, array.array, bytes;
@@ -52,6 +54,12 @@ def to_tensor(backend, value, dtype=None, owner=None):
             except InvalidArgumentError:
                 if host.dtype.kind in "SU":
                     raise
+        if host.dtype.kind == "O":
+            # NumPy's fallback for what no dtype holds (an int past int64, None): TensorFlow's
+            # conversion error, not a write error for the "string" NumPy's object dtype stands for.
+            problem = dtypes.object_value_problem(host, value)
+            if problem is not None:
+                raise InvalidArgumentError(problem + about(owner))
         if host.dtype.kind not in "biufc" and dtype is not None:
             _supported(host, dtype, owner)          # strings: TensorFlow's write error
         try:

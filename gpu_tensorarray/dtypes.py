@@ -200,10 +200,15 @@ def exact_identity(dtype):
 
 def python_value_dtype(host_array, value):
     """The dtype TensorFlow gives a Python scalar or (nested) list: floats are
-    float32, ints int32 unless they need 64 bits. ``host_array`` is
-    ``np.asarray(value)``; numpy and foreign arrays never come here."""
+    float32 (float16 when every leaf is a NumPy float16 scalar), ints int32 unless
+    they need 64 bits. ``host_array`` is ``np.asarray(value)``; numpy and foreign
+    arrays never come here."""
     kind = host_array.dtype.kind
     if kind == "f":
+        # TensorFlow keeps float16 for a list of np.float16 only (eager and in tf.function
+        # alike); other NumPy scalars in lists get dtypes that differ between the two.
+        if host_array.dtype == _FLOAT16 and _all_float16_scalars(value):
+            return _FLOAT16
         return np.dtype("float32")
     if kind in "iu":
         if host_array.size == 0:
@@ -219,9 +224,52 @@ def python_value_dtype(host_array, value):
         return np.dtype("complex128")
     if kind == "b":
         return np.dtype("bool")
+    problem = object_value_problem(host_array, value) if kind == "O" else None
+    if problem is not None:
+        raise InvalidArgumentError(problem)
     raise InvalidArgumentError(
         f"Cannot convert a value of type {type(value).__name__} to a tensor: "
         f"numpy sees dtype {host_array.dtype} (ragged lists, strings and objects are not supported)")
+
+
+_FLOAT16 = np.dtype("float16")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _all_float16_scalars(value):
+    """Whether every leaf of a (nested) list or tuple is an np.float16 scalar."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif type(item) is not np.float16:
+            return False
+    return True
+
+
+def object_value_problem(host_array, value):
+    """Why TensorFlow cannot convert a Python value that NumPy holds only as objects
+    (``host_array`` is its object array): an int outside int64, None or another
+    object that is no number, bool or string; None when every element is a str or
+    bytes (a string value, which the array's dtype then accepts or refuses)."""
+    strings = numbers = 0
+    for position, element in enumerate(host_array.reshape(-1).tolist()):
+        if isinstance(element, (str, bytes)):
+            strings += 1
+            continue
+        numbers += 1
+        if isinstance(element, int) and not isinstance(element, bool) \
+                and not _INT64_MIN <= element <= _INT64_MAX:
+            # as python_value_dtype words 2**63 and above, which NumPy holds as uint64
+            return f"Cannot convert {shown(value)} to a tensor: {element} does not fit in int64"
+        if not isinstance(element, (bool, int, float, complex, np.number, np.bool_)):
+            return (f"Cannot convert value {shown(value)} to a tensor: element {position} (in row-major order) is "
+                    f"{shown(element)} of type {type(element).__name__}, which is no number, bool or string")
+    if not numbers:
+        return None
+    why = "it mixes strings and numbers" if strings else "numpy holds its numbers only as objects"
+    return f"Cannot convert value {shown(value)} to a tensor: {why}"
 
 
 def python_value_as(value, dtype, owner=None):
@@ -241,6 +289,9 @@ def python_value_as(value, dtype, owner=None):
     if host.dtype.kind in "US":
         raise InvalidArgumentError(f"TensorArray dtype is {tf_name(dtype)} but Op is trying to write dtype "
                                    f"string.{about(owner)}")
+    problem = object_value_problem(host, value) if host.dtype.kind == "O" else None
+    if problem is not None:
+        raise InvalidArgumentError(problem + about(owner))
     if host.dtype.kind not in "biufc" or not np.can_cast(host.dtype, dtype, casting="same_kind"):
         raise InvalidArgumentError(f"Cannot convert value {shown(value)} (numpy sees {host.dtype}) to "
                                    f"{tf_name(dtype)}{about(owner)}")

@@ -168,8 +168,7 @@ def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
 
 def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name=None):
     """Every element joined along axis 0 -> (value, lengths as int64)."""
-    element_shape_except0 = as_partial_shape(element_shape_except0, "element_shape_except0", handle,
-                                             scalar_is_vector=True)
+    element_shape_except0 = as_partial_shape(element_shape_except0, "element_shape_except0", handle)
     array = _lookup(handle)
     value, lengths = array.concat(dtypes.as_dtype(dtype, handle), element_shape_except0)
     # Host memory, as TensorFlow keeps them (HostMemory("lengths")): no device copy, and

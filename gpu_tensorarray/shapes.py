@@ -4,6 +4,7 @@ A partial shape is ``None`` (unknown rank) or a tuple whose entries are ints
 or ``None`` (an unknown dimension). Concrete shapes are tuples of ints.
 """
 
+import math
 import operator
 
 import numpy as np
@@ -13,13 +14,17 @@ from .errors import InvalidArgumentError, about, described, shown
 __all__ = ["as_partial_shape", "format_shape", "is_fully_defined", "is_compatible", "merge"]
 
 
-def as_partial_shape(spec, what="element_shape", owner=None, scalar_is_vector=False):
-    """Normalise a user's shape: None, a sequence of ints/None, or an object
-    with ``as_list()`` (a TensorShape). -1 is not an unknown dimension here:
-    like TensorFlow's Python API we reject negative dimensions. Dimensions stay
-    Python ints, so sizes computed from them never wrap around (what cannot be
-    allocated is the allocation's ResourceExhaustedError). With ``scalar_is_vector``
-    a single integer n means [n], as TensorShape(n) does."""
+_INT64_MAX = 2**63 - 1
+
+
+def as_partial_shape(spec, what="element_shape", owner=None):
+    """Normalise a user's shape: None, a single integer n (meaning [n], as
+    TensorShape(n) does), a sequence of ints/None, or an object with ``as_list()``
+    (a TensorShape). -1 is not an unknown dimension here: like TensorFlow's Python
+    API we reject negative dimensions. A shape whose known dimensions multiply past
+    2**63 - 1 is TensorFlow's InvalidArgumentError; below that, dimensions stay Python
+    ints, so sizes computed from them never wrap around (what cannot be allocated is
+    the allocation's ResourceExhaustedError)."""
     if spec is None:
         return None
     if type(spec) is tuple:
@@ -27,9 +32,10 @@ def as_partial_shape(spec, what="element_shape", owner=None, scalar_is_vector=Fa
             if not (type(dim) is int and dim >= 0 or dim is None):
                 break
         else:
+            _check_size(spec, owner)
             return spec     # already normalised (the common case: our own shapes passed back)
     try:
-        entries = _entries(spec, scalar_is_vector)
+        entries = _entries(spec)
     except InvalidArgumentError:
         raise
     except Exception as error:      # whatever a caller's object raises, it is not a shape
@@ -38,7 +44,8 @@ def as_partial_shape(spec, what="element_shape", owner=None, scalar_is_vector=Fa
     if entries is None:
         return None
     if entries is _NOT_A_SEQUENCE:
-        raise InvalidArgumentError(f"{what} must be None or a sequence of dimensions, got {shown(spec)}{about(owner)}")
+        raise InvalidArgumentError(
+            f"{what} must be None, an integer or a sequence of dimensions, got {shown(spec)}{about(owner)}")
     dims = []
     for dim in entries:
         if dim is None:
@@ -53,21 +60,37 @@ def as_partial_shape(spec, what="element_shape", owner=None, scalar_is_vector=Fa
         if dim < 0:
             raise InvalidArgumentError(f"{what} {shown(spec)}: Dimension {dim} must be >= 0{about(owner)}")
         dims.append(dim)
-    return tuple(dims)
+    dims = tuple(dims)
+    _check_size(dims, owner)
+    return dims
+
+
+def _check_size(dims, owner):
+    """TensorFlow's IsValidShape: the known dimensions, multiplied in order up to the
+    first unknown one, must stay within int64 (so [2**62,4,?] fails, [?,2**62,4] does not)."""
+    known = dims if None not in dims else dims[:dims.index(None)]
+    if 0 not in known and math.prod(known) <= _INT64_MAX:        # the common case: C calls, no loop
+        return
+    count = 1
+    for dim in known:       # in order: TensorFlow refuses [2**62,4,0] at the 4, before the 0
+        count *= dim
+        if count > _INT64_MAX:
+            raise InvalidArgumentError(
+                f"Shape {format_shape(dims)} is too large (more than 2**63 - 1 entries){about(owner)}")
 
 
 _NOT_A_SEQUENCE = object()
 
 
-def _entries(spec, scalar_is_vector):
+def _entries(spec):
     """The dimensions of ``spec`` as a list (None: unknown rank), or _NOT_A_SEQUENCE;
     may raise whatever ``spec`` raises."""
     if hasattr(spec, "as_list"):
         if getattr(spec, "rank", 0) is None or getattr(spec, "dims", 0) is None:
             return None
         spec = spec.as_list()
-    if scalar_is_vector and not isinstance(spec, (bool, np.bool_)) and hasattr(type(spec), "__index__") \
-            and getattr(spec, "ndim", 0) == 0:
+    if not isinstance(spec, (bool, np.bool_)) and hasattr(type(spec), "__index__") and getattr(spec, "ndim", 0) == 0:
+        # an integer n is [n], as TensorShape(n) is (a bool is no dimension)
         return [spec]
     if isinstance(spec, (str, bytes)) or not hasattr(spec, "__iter__"):
         return _NOT_A_SEQUENCE

@@ -124,6 +124,58 @@ def test_write_keeps_a_copy_of_python_lists_with_tf_dtypes(backend):
         write(handle, 1, [1, 2])
 
 
+# What NumPy holds only as objects is TensorFlow's conversion error ("Can't convert Python sequence with
+# out-of-range integer to Tensor.", "Attempt to convert a value (None) ..."), never a write error naming
+# the "string" NumPy's object dtype stands for.
+OBJECT_VALUES = [
+    (-(2**63) - 1, "Cannot convert -9223372036854775809 to a tensor: -9223372036854775809 does not fit in int64"),
+    ([1, -(2**63) - 1], "Cannot convert [1, -9223372036854775809] to a tensor: -9223372036854775809 does not fit"),
+    (2**64, "Cannot convert 18446744073709551616 to a tensor: 18446744073709551616 does not fit in int64"),
+    (2**63, "Cannot convert 9223372036854775808 to a tensor: 9223372036854775808 does not fit in int64"),
+    ([1, None], "Cannot convert value [1, None] to a tensor: element 1 (in row-major order) is None of type NoneType"),
+    ([[1.5], [None]], "Cannot convert value [[1.5], [None]] to a tensor: element 1 (in row-major order) is None"),
+]
+OBJECT_IDS = ["below-int64", "list-below-int64", "2**64", "2**63", "None-in-list", "nested-None"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+@pytest.mark.parametrize("value, text", OBJECT_VALUES, ids=OBJECT_IDS)
+def test_values_numpy_holds_only_as_objects_are_conversion_errors(backend, dtype, value, text):
+    handle, flow = new(2, dtype)
+    with raises(errors.InvalidArgumentError, text) as caught:
+        write(handle, 0, value, flow)
+    message = str(caught.value)
+    assert handle.name in message and "trying to write dtype" not in message, message
+    with raises(errors.InvalidArgumentError, "Cannot convert ") as caught:
+        ro.TensorArrayScatterV3(handle, [0], [value], flow)
+    assert "trying to write dtype" not in str(caught.value), str(caught.value)
+    with raises(errors.InvalidArgumentError, f"TensorArray {handle.name}: Could not read from TensorArray index 0."):
+        read(handle, 0, dtype)      # nothing was written (an unwritten slot of unknown shape)
+
+
+def test_the_lowest_int64_still_converts(backend):
+    handle, flow = new(1, "int64")
+    with raises(errors.InvalidArgumentError, WRITE_DTYPE.format(array="int64", value="int32")):
+        write(handle, 0, [1, 2], flow)
+    write(handle, 0, -(2**63), flow)
+    assert_same(read(handle, 0, "int64"), np.int64(-(2**63)))
+
+
+# TensorFlow keeps float16 for lists of np.float16 scalars, eager and in tf.function alike; every
+# other mix (np.float64 lists, [np.float16, 2.0]) is float32 in tf.function, so float32 here.
+@pytest.mark.parametrize("value, dtype", [
+    ([np.float16(1.0), np.float16(2.0)], "float16"), ([[np.float16(1.0)], (np.float16(2.0),)], "float16"),
+    ([np.float16(1.0), 2.0], "float32"), ([2.0, np.float16(1.0)], "float32"),
+    ([np.float16(1.0), np.float32(2.0)], "float32"), ([np.float16(1.0), np.int8(2)], "float32"),
+    ([np.float64(1.0), np.float64(2.0)], "float32"), ([np.int32(1), np.int32(2)], "int32"),
+    ([np.int64(1), np.int64(2)], "int32"),
+], ids=["f16", "f16-nested", "f16-float", "float-f16", "f16-f32", "f16-i8", "f64", "i32", "i64"])
+def test_lists_of_numpy_scalars_take_tensorflows_dtype(backend, value, dtype):
+    handle, flow = new(1, dtype)
+    write(handle, 0, value, flow)
+    assert_same(read(handle, 0, dtype), np.asarray(value).astype(dtype))
+
+
 def test_elements_of_different_shapes_without_identical_shapes(backend):
     # TF test 1 (testTensorArrayWriteRead) on raw ops.
     handle, _ = new(3, tensor_array_name="foo")

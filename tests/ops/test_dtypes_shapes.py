@@ -189,8 +189,8 @@ def test_hostile_dtype_names(backend, bad):
         concat(handle, bad)
 
 
-@pytest.mark.parametrize("bad", [[-1], [2, -3], [1.5], ["a"], "abc", 5, [None, -2], [object()], [2**70]],
-                         ids=["-1", "2,-3", "float", "str-dim", "str", "int", "None,-2", "object", "huge"])
+@pytest.mark.parametrize("bad", [[-1], [2, -3], [1.5], ["a"], "abc", True, [None, -2], [object()], [2**70]],
+                         ids=["-1", "2,-3", "float", "str-dim", "str", "bool", "None,-2", "object", "huge"])
 def test_hostile_element_shapes(backend, bad):
     with pytest.raises(errors.OpError):
         new(1, element_shape=bad)
@@ -201,6 +201,66 @@ def test_hostile_element_shapes(backend, bad):
     with pytest.raises(errors.OpError):
         concat(handle, element_shape_except0=bad)
     assert_same(read(handle, 0), f32([1.0]))       # nothing was read
+
+
+# TensorShape(n) is [n]: TensorFlow takes an integer element_shape as a vector's (eager and in graphs).
+@pytest.mark.parametrize("spec", [3, np.int64(3), np.array(3)], ids=["int", "np-int64", "0-d-array"])
+def test_an_integer_element_shape_means_a_vector_of_that_length(backend, spec):
+    handle, _ = new(2, element_shape=spec, clear_after_read=False)
+    assert_same(read(handle, 0), f32([0.0, 0.0, 0.0]))
+    write(handle, 1, f32([1.0, 2.0, 3.0]))
+    assert_same(gather(handle, [1, 0], element_shape=spec), f32([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]]))
+    other, _ = new(1)
+    write(other, 0, f32([[1.0, 2.0, 3.0]]))
+    assert_same(concat(other, element_shape_except0=spec).value, f32([[1.0, 2.0, 3.0]]))
+    with raises(errors.InvalidArgumentError, "PartialTensorShape: Incompatible shapes during merge: [3] vs. [2]"):
+        gather(handle, [1], element_shape=2)
+
+
+@pytest.mark.parametrize("bad", [True, False, np.bool_(True)], ids=["True", "False", "np-bool"])
+def test_a_bool_element_shape_is_refused(backend, bad):
+    with raises(errors.InvalidArgumentError, "element_shape must be None, an integer or a sequence of dimensions"):
+        new(1, element_shape=bad)
+    handle, _ = new(1)
+    with raises(errors.InvalidArgumentError, "element_shape must be None, an integer or a sequence of dimensions"):
+        gather(handle, [0], element_shape=bad)
+
+
+# TensorFlow's IsValidShape: the known dimensions, multiplied in order up to the first unknown one.
+TOO_LARGE = "Shape {} is too large (more than 2**63 - 1 entries)"
+
+
+@pytest.mark.parametrize("shape, text", [
+    ([2**62, 4], "[4611686018427387904,4]"), ((2**62, 4), "[4611686018427387904,4]"),
+    ([2**62, 4, None], "[4611686018427387904,4,?]"), ([2**62, 4, 0], "[4611686018427387904,4,0]"),
+    ([3, 2**62], "[3,4611686018427387904]"), ([2**31, 2**31, 4], "[2147483648,2147483648,4]"),
+    ([2**63 - 1, 2, None], "[9223372036854775807,2,?]"), ([2**64], "[18446744073709551616]"),
+], ids=["2**62x4", "tuple", "then-unknown", "then-zero", "3x2**62", "2**31x2**31x4", "int64max-x-2", "2**64"])
+def test_element_shapes_past_int64_entries_are_invalid(backend, shape, text):
+    with raises(errors.InvalidArgumentError, TOO_LARGE.format(text)):
+        new(2, element_shape=shape)
+    handle, _ = new(2, element_shape=[2])
+    write(handle, 0, f32([1.0, 2.0]))
+    with raises(errors.InvalidArgumentError, TOO_LARGE.format(text)) as caught:
+        gather(handle, [0], element_shape=shape)
+    assert handle.name in str(caught.value)
+    with raises(errors.InvalidArgumentError, TOO_LARGE.format(text)):
+        concat(handle, element_shape_except0=shape)
+    assert_same(read(handle, 0), f32([1.0, 2.0]))       # nothing was read
+
+
+@pytest.mark.parametrize("shape", [[None, 2**62, 4], [2**62, None, 4], [0, 2**62, 4], [2**62, 0, 4], [2**63 - 1]],
+                         ids=["unknown-first", "unknown-between", "zero-first", "zero-between", "int64max"])
+def test_element_shapes_within_int64_entries_are_valid(backend, shape):
+    handle, _ = new(0, element_shape=shape)
+    assert size(handle) == 0
+
+
+def test_a_valid_element_shape_too_big_for_memory_stays_resource_exhausted(backend):
+    with raises(errors.ResourceExhaustedError, "OOM"):
+        new(3, element_shape=[2**62])
+    with raises(errors.ResourceExhaustedError, "OOM"):
+        new(3, "float64", element_shape=[2**31, 2**31])
 
 
 @pytest.mark.parametrize("bad", [42, None, 3.5, object(), np.zeros(2), [1, 2], b"\xff\xfe", ("a", "b")],

@@ -267,6 +267,37 @@ def test_values_that_are_not_all_strings_are_refused(backend, value):
     assert not storage(ta).slot_state(0).written and not storage(ta).slot_state(1).written
 
 
+# TensorFlow's conversion error, not "dtype is string but Op is trying to write dtype string".
+@pytest.mark.parametrize("value, text", [
+    (-(2**63) - 1, "Cannot convert -9223372036854775809 to a tensor: -9223372036854775809 does not fit in int64"),
+    ([b"a", 2**64], "Cannot convert [b'a', 18446744073709551616] to a tensor: 18446744073709551616 does not fit"),
+    (["a", None], "Cannot convert value ['a', None] to a tensor: element 1 (in row-major order) is None"),
+    ([1, None], "Cannot convert value [1, None] to a tensor: element 1 (in row-major order) is None"),
+], ids=["below-int64", "bytes-and-2**64", "str-and-None", "int-and-None"])
+def test_values_numpy_holds_only_as_objects_are_conversion_errors(backend, value, text):
+    ta = TensorArray("string", size=2)
+    with raises(errors.InvalidArgumentError, text, storage(ta).name) as caught:
+        ro.TensorArrayWriteV3(ta.handle, 0, value, ta.flow)
+    assert "trying to write dtype" not in str(caught.value)
+    with raises(errors.InvalidArgumentError, text, storage(ta).name):
+        ta.write(0, value)
+    assert not storage(ta).slot_state(0).written
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("a", b"a"), (b"b", b"b"), (["a", b"b"], [b"a", b"b"]), (("a",), [b"a"]), ([np.str_("x")], [b"x"]),
+    ([[np.bytes_(b"y")]], [[b"y"]]), (np.array(["u"]), [b"u"]), (np.array([b"s"]), [b"s"]),
+    (np.array(["o", b"p"], dtype=object), [b"o", b"p"]),
+], ids=["str", "bytes", "mixed-list", "tuple", "np-str-list", "np-bytes-nested", "U-array", "S-array", "O-array"])
+def test_genuine_strings_still_convert_and_numeric_arrays_refuse_them(backend, value, expected):
+    handle, flow = ro.TensorArrayV3(1, "string")
+    ro.TensorArrayWriteV3(handle, 0, value, flow)
+    expect_strings(ro.TensorArrayReadV3(handle, 0, flow, "string"), expected)
+    handle, flow = ro.TensorArrayV3(1, "float32")
+    with raises(errors.InvalidArgumentError, "TensorArray dtype is float but Op is trying to write dtype string."):
+        ro.TensorArrayWriteV3(handle, 0, value, flow)
+
+
 def test_an_empty_list_is_an_empty_string_vector(backend):
     # TensorFlow converts with the array's dtype preferred: [] becomes a string vector.
     ta = TensorArray("string", size=1).write(0, [])

@@ -690,3 +690,99 @@ def test_tensorflow_still_aborts_where_we_raise(case):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=300)
     assert done.returncode < 0 or done.returncode > 128, (done.returncode, done.stderr[-2000:])
+
+
+# -- arguments the scenarios never send: integer and oversized element shapes, values NumPy holds as objects --
+def _library():
+    pytest.importorskip("gpu_tensorarray.raw_ops")
+    from gpu_tensorarray import raw_ops
+    return raw_ops
+
+
+def _tf_error(call):
+    """TensorFlow's error class name and text (eager, CPU) for ``call``, or None when it succeeds."""
+    with tf.device("/CPU:0"):
+        try:
+            call()
+        except tf.errors.OpError as error:
+            return type(error).__name__, tf_message(error)
+        except (ValueError, TypeError) as error:       # conversion errors, before any op
+            return type(error).__name__, str(error)
+    return None
+
+
+@pytest.mark.parametrize("spec", [3, np.int64(3)], ids=["int", "np-int64"])
+def test_an_integer_element_shape_against_tensorflow(spec):
+    ro, r = _library(), tf.raw_ops
+    with tf.device("/CPU:0"):
+        handle, flow = r.TensorArrayV3(size=2, dtype=tf.float32, element_shape=spec)
+        expected_read = r.TensorArrayReadV3(handle=handle, index=0, flow_in=flow, dtype=tf.float32).numpy()
+        flow = r.TensorArrayWriteV3(handle=handle, index=1, value=[1.0, 2.0, 3.0], flow_in=flow)
+        expected_gather = r.TensorArrayGatherV3(handle=handle, indices=[1], flow_in=flow, dtype=tf.float32,
+                                                element_shape=spec).numpy()
+    handle, flow = ro.TensorArrayV3(2, "float32", element_shape=spec)
+    np.testing.assert_array_equal(ro.TensorArrayReadV3(handle, 0, flow, "float32"), expected_read)
+    flow = ro.TensorArrayWriteV3(handle, 1, [1.0, 2.0, 3.0], flow)
+    np.testing.assert_array_equal(ro.TensorArrayGatherV3(handle, [1], flow, "float32", element_shape=spec),
+                                  expected_gather)
+    assert expected_read.shape == (3,) and expected_gather.shape == (1, 3)
+
+
+@pytest.mark.parametrize("shape", [[2**62, 4], [2**62, 4, None], [2**62, 4, 0], [3, 2**62], [None, 2**62, 4],
+                                   [2**62, None, 4], [0, 2**62, 4]],
+                         ids=["2**62x4", "then-unknown", "then-zero", "3x2**62", "unknown-first", "unknown-between",
+                              "zero-first"])
+def test_element_shapes_past_int64_entries_against_tensorflow(shape):
+    ro, r, lib = _library(), tf.raw_ops, errors.InvalidArgumentError
+    import gpu_tensorarray.errors as library_errors
+    expected = _tf_error(lambda: r.TensorArrayV3(size=2, dtype=tf.float32, element_shape=shape))
+    try:
+        ro.TensorArrayV3(2, "float32", element_shape=shape)
+        got = None
+    except library_errors.OpError as error:
+        got = type(error).__name__, error.message
+    assert got == expected, (got, expected)
+    with tf.device("/CPU:0"):
+        handle, flow = r.TensorArrayV3(size=2, dtype=tf.float32)
+    expected = _tf_error(lambda: r.TensorArrayGatherV3(handle=handle, indices=[0], flow_in=flow, dtype=tf.float32,
+                                                       element_shape=shape))
+    if got is None:
+        return      # a valid shape: what Gather then does with it is the scenarios' business
+    handle, flow = ro.TensorArrayV3(2, "float32")
+    with pytest.raises(library_errors.InvalidArgumentError) as caught:
+        ro.TensorArrayGatherV3(handle, [0], flow, "float32", element_shape=shape)
+    assert expected[0] == lib.__name__
+    assert caught.value.message == f"{expected[1]} (TensorArray {handle.name})"     # TensorFlow's text, then the name
+
+
+@pytest.mark.parametrize("dtype", ["float32", "string", "int64"])
+@pytest.mark.parametrize("value", [-(2**63) - 1, [-(2**63) - 1], [1, None], ["a", None], 2**64],
+                         ids=["below-int64", "list-below-int64", "int-and-None", "str-and-None", "2**64"])
+def test_values_numpy_holds_only_as_objects_against_tensorflow(dtype, value):
+    ro, r = _library(), tf.raw_ops
+    import gpu_tensorarray.errors as library_errors
+    with tf.device("/CPU:0"):
+        handle, flow = r.TensorArrayV3(size=1, dtype=tf.as_dtype(dtype))
+    kind, text = _tf_error(lambda: r.TensorArrayWriteV3(handle=handle, index=0, value=value, flow_in=flow))
+    assert kind == "ValueError" and text.startswith(("Can't convert Python sequence", "Attempt to convert")), text
+    handle, flow = ro.TensorArrayV3(1, dtype)
+    with pytest.raises(library_errors.InvalidArgumentError, match="^Cannot convert ") as caught:
+        ro.TensorArrayWriteV3(handle, 0, value, flow)
+    assert "trying to write dtype" not in caught.value.message and handle.name in caught.value.message
+
+
+@pytest.mark.parametrize("value", [[np.float16(1), np.float16(2)], [[np.float16(1)], [np.float16(2)]],
+                                   [np.float16(1), 2.0], [np.float64(1), np.float64(2)], [np.int32(1), np.int32(2)],
+                                   [np.int64(1), np.int64(2)]],
+                         ids=["f16", "f16-nested", "f16-float", "f64", "i32", "i64"])
+def test_lists_of_numpy_scalars_against_tensorflow(value):
+    """The library's dtype is TensorFlow's in tf.function, and TensorFlow's eager one where the two agree."""
+    _library()
+    from gpu_tensorarray import conversion
+    from gpu_tensorarray.backends import get_backend
+    in_graph = tf.function(lambda: tf.convert_to_tensor(value))().dtype.as_numpy_dtype
+    eager = tf.convert_to_tensor(value).dtype.as_numpy_dtype
+    ours = conversion.to_tensor(get_backend(), value).dtype
+    assert ours == in_graph, (ours, in_graph, eager)
+    if eager == in_graph:
+        assert ours == eager
