@@ -347,12 +347,12 @@ def _changed_after_write(ta, state, position):
     """The node would attach to the value's history after the change: a gradient of what the
     array does not hold (it holds the value as written). torch refuses the same for a saved tensor."""
     kind, where = state.kinds[position], state.wheres[position]
-    what = f"slot {where}" if kind == WRITE else f"{'slots' if kind == SCATTER else 'the split of lengths'} " \
-        f"{np.asarray(where).tolist()}"
+    what = f"written to slot {where}" if kind == WRITE else \
+        f"{'scattered to slots' if kind == SCATTER else 'split into pieces of lengths'} {np.asarray(where).tolist()}"
     return InvalidArgumentError(
-        f"TensorArray {ta.handle.name}: the tensor written to {what} was modified in place after the write: the "
-        f"array holds it as written, but its gradient would be the modified tensor's. Write a copy "
-        f"(value.clone()) of a tensor that changes later")
+        f"TensorArray {ta.handle.name}: the tensor {what} was modified in place after the write: the array holds "
+        f"it as written, but its gradient would be the modified tensor's. Write a copy (value.clone()) of a "
+        f"tensor that changes later")
 
 
 def tracked(state):
