@@ -275,7 +275,8 @@ def object_value_problem(host_array, value):
 def python_value_as(value, dtype, owner=None):
     """A Python scalar or (nested) list as a NumPy array of ``dtype``, refusing what
     TensorFlow's convert_to_tensor(value, dtype) refuses: strings, None, floats into
-    integers, and integers that do not fit (never a silent NaN, truncation or wrap).
+    integers, and integers that do not fit (TensorFlow wraps some into unsigned dtypes;
+    here never a silent NaN, truncation or wrap).
     For a string ``dtype`` the value is returned as it is: TensorFlow prefers the
     array's dtype there without requiring it (conversion.to_tensor reads strings, and
     any other value keeps its own dtype, which the op then refuses)."""
@@ -292,7 +293,10 @@ def python_value_as(value, dtype, owner=None):
     problem = object_value_problem(host, value) if host.dtype.kind == "O" else None
     if problem is not None:
         raise InvalidArgumentError(problem + about(owner))
-    if host.dtype.kind not in "biufc" or not np.can_cast(host.dtype, dtype, casting="same_kind"):
+    # NumPy sees Python ints as int64 and [] as float64: ints may become unsigned (the range
+    # check below refuses what does not fit), and an empty list any dtype, as in TensorFlow.
+    if host.dtype.kind not in "biufc" or (host.size and not np.can_cast(host.dtype, dtype, casting="same_kind")
+                                           and not (host.dtype.kind in "iu" and dtype.kind == "u")):
         raise InvalidArgumentError(f"Cannot convert value {shown(value)} (numpy sees {host.dtype}) to "
                                    f"{tf_name(dtype)}{about(owner)}")
     converted = host.astype(dtype)

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import dtypes, raw_ops
 from .backends import backend_of, get_backend
-from .errors import FailedPreconditionError, InvalidArgumentError, shown
+from .errors import FailedPreconditionError, InvalidArgumentError, described, shown
 from .gradients import DTYPE_ATTR, GRADIENTS, READS, WRITE_VALUE, Op
 from .host import index_vector
 from .registry import registry
@@ -351,7 +351,12 @@ def _target_gradient(target, gradient, producer):
     if gradient is None:
         return backend.from_host(np.ones(tuple(target.shape), target.dtype))
     if not hasattr(gradient, "dtype"):
-        gradient = backend.asarray(np.asarray(gradient, dtype=target.dtype))
+        try:
+            host = np.asarray(gradient, dtype=target.dtype)
+        except (TypeError, ValueError, OverflowError) as error:     # a string, a ragged list
+            raise InvalidArgumentError(f"An output gradient {shown(gradient)} cannot be converted to the target's "
+                                       f"dtype {target.dtype}: {described(error)}") from None
+        gradient = backend.asarray(host)
     if gradient.dtype != target.dtype:
         raise InvalidArgumentError(f"An output gradient of dtype {gradient.dtype} was given for a target of "
                                    f"dtype {target.dtype}")

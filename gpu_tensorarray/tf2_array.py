@@ -29,7 +29,7 @@ from .errors import InvalidArgumentError, UnimplementedError
 from .host import host_ints, scalar_int
 from .registry import registry
 from .shapes import as_partial_shape, format_shape, is_compatible, is_fully_defined, merge
-from .strings import empty_strings
+from .strings import as_strings, empty_strings
 from .registry import Handle
 from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
 
@@ -179,6 +179,9 @@ class TF2TensorArray(TensorArray):
         if value.dtype != self._dtype:
             raise self._error(f"Invalid data types; op elements {dtypes.tf_name(value.dtype)} but list elements "
                               f"{dtypes.tf_name(self._dtype)}", method)
+        if self._dtype is dtypes.STRING:
+            # Every element checked now: unstack and split replace the storage before their op converts.
+            value = as_strings(value, contents.handle)
         return value
 
     def _check_shape(self, contents, shape, method):

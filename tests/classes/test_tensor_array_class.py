@@ -93,6 +93,23 @@ def test_python_values_take_the_array_dtype(backend):
     assert_same(ta.read(0), np.int64(2**40))
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("dtype, value", [("uint8", 3), ("uint16", [1, 2]), ("uint64", 2**63), ("int32", []),
+                                          ("bool", []), ("int8", [[], []]), ("uint32", [])])
+def test_python_ints_convert_to_unsigned_and_empty_lists_to_any_dtype(backend, mode, dtype, value):
+    """As TensorFlow's convert_to_tensor(value, dtype) (NumPy sees int64 and float64 there)."""
+    ta = TensorArray(dtype, size=1, mode=mode).write(0, value)
+    assert_same(ta.read(0), np.array(value, dtype))
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("dtype, value", [("uint8", 256), ("uint8", -1), ("uint64", [2**64]), ("bool", [1]),
+                                          ("int32", [1.5])])
+def test_python_values_that_do_not_fit_are_refused_never_wrapped(backend, mode, dtype, value):
+    with pytest.raises(errors.InvalidArgumentError, match="Cannot convert"):
+        TensorArray(dtype, size=1, mode=mode).write(0, value)
+
+
 def test_arrays_keep_their_own_dtype(backend):
     ta = TensorArray("float32", size=1)
     with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray dtype is float but Op is trying to write "

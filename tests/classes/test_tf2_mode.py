@@ -247,6 +247,19 @@ def test_unstack_and_split_replace_the_contents(backend):
     assert int(ta.size()) == 2 and gta.to_numpy(ta.read(1)).tolist() == [2.0, 3.0]
 
 
+@pytest.mark.parametrize("op", ["unstack", "split", "scatter", "write"])
+def test_a_failed_string_op_changes_nothing(backend, op):
+    """unstack and split replace the contents: a value they cannot convert fails before that."""
+    bad = np.array(["x", 1], dtype=object)
+    ta = gta.TensorArray("string", size=2, dynamic_size=True, infer_shape=False, mode="tf2")
+    ta = ta.unstack(np.array([b"a", b"b"], object))
+    call = {"unstack": lambda: ta.unstack(bad), "split": lambda: ta.split(bad, [1, 1]),
+            "scatter": lambda: ta.scatter([0, 1], bad), "write": lambda: ta.write(0, bad)}[op]
+    with pytest.raises(errors.InvalidArgumentError, match="neither str nor bytes"):
+        call()
+    assert ta.stack().tolist() == [b"a", b"b"]
+
+
 @pytest.mark.parametrize("op", [
     lambda ta: ta.scatter([2], [[1.0]]),                 # TF grows a fixed-size array silently
     lambda ta: ta.unstack([[1.0], [2.0], [3.0]]),        # TF: size() 2, stack() fails

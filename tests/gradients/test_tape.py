@@ -384,6 +384,9 @@ def test_gradient_argument_errors(backend):
         tape.gradient(r, [[1.0, 2.0]])
     with pytest.raises(errors.InvalidArgumentError, match=r"targets\[1\] is a NoneType, not an array"):
         tape.gradient([r, None], x)
+    for unconvertible in ("abc", [[1.0, 2.0], [3.0]]):          # never NumPy's own ValueError
+        with pytest.raises(errors.InvalidArgumentError, match="cannot be converted to the target's dtype"):
+            tape.gradient(r, x, output_gradients=unconvertible)
 
 
 def test_empty_unstack_and_split(backend):
