@@ -4,7 +4,6 @@ A partial shape is ``None`` (unknown rank) or a tuple whose entries are ints
 or ``None`` (an unknown dimension). Concrete shapes are tuples of ints.
 """
 
-import math
 import operator
 
 import numpy as np
@@ -28,12 +27,18 @@ def as_partial_shape(spec, what="element_shape", owner=None):
     if spec is None:
         return None
     if type(spec) is tuple:
+        # Already normalised (the common case: our own shapes passed back). ``bound`` bounds
+        # every count _check_size makes (zeros as ones): only a large one needs its exact check.
+        bound = 1
         for dim in spec:            # a loop, not all(...): no generator per call
-            if not (type(dim) is int and dim >= 0 or dim is None):
+            if type(dim) is int and dim >= 0:
+                bound *= dim or 1
+            elif dim is not None:
                 break
         else:
-            _check_size(spec, owner)
-            return spec     # already normalised (the common case: our own shapes passed back)
+            if bound > _INT64_MAX:
+                _check_size(spec, owner)
+            return spec
     try:
         entries = _entries(spec)
     except InvalidArgumentError:
@@ -68,11 +73,10 @@ def as_partial_shape(spec, what="element_shape", owner=None):
 def _check_size(dims, owner):
     """TensorFlow's IsValidShape: the known dimensions, multiplied in order up to the
     first unknown one, must stay within int64 (so [2**62,4,?] fails, [?,2**62,4] does not)."""
-    known = dims if None not in dims else dims[:dims.index(None)]
-    if 0 not in known and math.prod(known) <= _INT64_MAX:        # the common case: C calls, no loop
-        return
     count = 1
-    for dim in known:       # in order: TensorFlow refuses [2**62,4,0] at the 4, before the 0
+    for dim in dims:        # in order: TensorFlow refuses [2**62,4,0] at the 4, before the 0
+        if dim is None:
+            return
         count *= dim
         if count > _INT64_MAX:
             raise InvalidArgumentError(
