@@ -48,10 +48,38 @@ def _step_case(rnn, backend):
 
 
 def rnn_step_row(backend="numpy", repeats=20):
-    """Best-of-``repeats`` seconds per forward+backward: {"tensorarray", "list_stack", "ratio"}."""
+    """Best-of-``repeats`` seconds per forward+backward: {"tensorarray", "list_stack", "ratio"},
+    and on the numpy backend the same model on torch_floor.py's FloorTensorArray (the least
+    a TensorArray of this design costs): "floor", "floor_ratio"."""
     rnn = _example()
-    ours, reference = rnn.time_both(backend, steps=STEPS, batch=BATCH, repeats=repeats)
-    return {"tensorarray": ours, "list_stack": reference, "ratio": ours / reference}
+    if backend != "numpy":
+        ours, reference = rnn.time_both(backend, steps=STEPS, batch=BATCH, repeats=repeats)
+        return {"tensorarray": ours, "list_stack": reference, "ratio": ours / reference}
+    import torch
+    from bench.torch_floor import FloorTensorArray
+
+    model, x, target = _step_case(rnn, backend)
+    floor = rnn.RunningMeanModel(tensor_array=FloorTensorArray)
+    floor.load_state_dict(model.state_dict())
+    runs = {"tensorarray": lambda: rnn.time_step(model, x, target, True),
+            "list_stack": lambda: rnn.time_step(model, x, target, False),
+            "floor": lambda: rnn.time_step(floor, x, target, True)}
+    times = {name: [] for name in runs}
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with gta.device(backend):
+            for round_ in range(repeats + 1):       # alternately, so a slow moment hits all; round 0 warms up
+                for name, run in runs.items():
+                    seconds = run()
+                    if round_:
+                        times[name].append(seconds)
+    finally:
+        torch.set_num_threads(previous)
+    row = {name: min(seconds) for name, seconds in times.items()}
+    row["ratio"] = row["tensorarray"] / row["list_stack"]
+    row["floor_ratio"] = row["floor"] / row["list_stack"]
+    return row
 
 
 def _best(fn, number, repeats=7, synchronize=lambda: None):
@@ -134,7 +162,8 @@ def main(argv=None):
     step = rnn_step_row(args.backend)
     print(f"torch rnn step (backend {args.backend}; GRU hidden 32, T={STEPS}, batch {BATCH}, float32, 1 thread, forward+"
           f"backward): TensorArrays {step['tensorarray'] * 1e3:.2f} ms, list+torch.stack "
-          f"{step['list_stack'] * 1e3:.2f} ms, ratio {step['ratio']:.2f}")
+          f"{step['list_stack'] * 1e3:.2f} ms, ratio {step['ratio']:.2f}"
+          + (f" (FloorTensorArray {step['floor'] * 1e3:.2f} ms, ratio {step['floor_ratio']:.2f})" if "floor" in step else ""))
     cost = export_cost_row(args.backend)
     print(f"copy-on-export (backend {args.backend}, float32): read of (64,): library {cost['read_library'] * 1e6:.2f} us, "
           f"torch {cost['read_torch'] * 1e6:.2f} us (the copy {cost['read_copy'] * 1e6:.2f} us); stack of (1000, 64): "

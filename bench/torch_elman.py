@@ -1,6 +1,8 @@
 """An Elman RNN's training step (forward + backward of a loss on the stacked states) through
-gpu_tensorarray.torch, against the same model with a Python list and torch.stack, and with
-TensorFlow 2's tf.function + tf.TensorArray and JAX's jit(grad(lax.scan)) where installed.
+gpu_tensorarray.torch, against the same model with a Python list and torch.stack, with
+torch_floor.py's FloorTensorArray (the least a TensorArray of this design costs: the same
+copies and autograd nodes, none of the checks), and with TensorFlow 2's tf.function +
+tf.TensorArray and JAX's jit(grad(lax.scan)) where installed.
 
     python bench/torch_elman.py                     T=20 and T=200, a table
     python bench/torch_elman.py --json out.json     the same, and the figures as JSON
@@ -9,7 +11,7 @@ One torch thread (torch.set_num_threads(1)), hidden 32, batch 16, 4 features, fl
 figure is the median of ``--repeats`` timed steps; the peers run alternately, round by round,
 in one process, so a slower moment of the machine falls on all of them. The per-op cost is
 (ours - list) / (TensorArray ops per step): what one TensorArray op adds, forward and
-backward together, over the list's append and index.
+backward together, over the list's append and index (and the same for the floor).
 """
 
 import argparse
@@ -25,6 +27,7 @@ import torch
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 import gpu_tensorarray as gta  # noqa: E402
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
+from bench.torch_floor import FloorTensorArray  # noqa: E402
 
 HIDDEN, BATCH, FEATURES = 32, 16, 4
 
@@ -32,14 +35,15 @@ HIDDEN, BATCH, FEATURES = 32, 16, 4
 class Elman(torch.nn.Module):
     """h_t = tanh(W x_t + U h_{t-1} + b); the inputs read from a TensorArray, the states written to one."""
 
-    def __init__(self):
+    def __init__(self, tensor_array=TensorArray):
         super().__init__()
         self.cell = torch.nn.RNNCell(FEATURES, HIDDEN)
+        self.tensor_array = tensor_array
 
     def forward(self, x):
         steps = x.shape[0]
-        inputs = TensorArray(x.dtype, size=steps).unstack(x)
-        states = TensorArray(x.dtype, size=steps)
+        inputs = self.tensor_array(x.dtype, size=steps).unstack(x)
+        states = self.tensor_array(x.dtype, size=steps)
         h = x.new_zeros((x.shape[1], HIDDEN))
         for t in range(steps):
             h = self.cell(inputs.read(t), h)
@@ -64,9 +68,9 @@ def ops_per_step(steps):
     return 2 * steps + 2
 
 
-def torch_step(model, x, use_tensorarray, split):
-    """One training step; it adds its forward's and backward's seconds to ``split``."""
-    forward = model if use_tensorarray else model.forward_list
+def torch_step(model, x, forward, split):
+    """One training step of ``forward`` (the model, or its forward_list); it adds its
+    forward's and backward's seconds to ``split``."""
 
     def step():
         model.zero_grad(set_to_none=True)
@@ -132,16 +136,19 @@ def jax_step(model, x):
     return lambda: jax.block_until_ready(grad(params, xs))
 
 
-PEERS = ("list", "ours", "tensorflow", "jax")
+PEERS = ("list", "ours", "floor", "tensorflow", "jax")
 
 
 def measure(steps, repeats, peers=PEERS):
     torch.manual_seed(0)
     model = Elman()
+    floor = Elman(FloorTensorArray)
+    floor.load_state_dict(model.state_dict())
     x = torch.randn(steps, BATCH, FEATURES, generator=torch.Generator().manual_seed(0))
-    splits = {"list": [], "ours": []}
-    makers = {"list": lambda: torch_step(model, x, False, splits["list"]),
-              "ours": lambda: torch_step(model, x, True, splits["ours"]),
+    splits = {"list": [], "ours": [], "floor": []}
+    makers = {"list": lambda: torch_step(model, x, model.forward_list, splits["list"]),
+              "ours": lambda: torch_step(model, x, model, splits["ours"]),
+              "floor": lambda: torch_step(floor, x, floor, splits["floor"]),
               "tensorflow": lambda: tensorflow_step(model, x), "jax": lambda: jax_step(model, x)}
     runs = {name: makers[name]() for name in peers}
     runs = {name: run for name, run in runs.items() if run is not None}
@@ -156,14 +163,17 @@ def measure(steps, repeats, peers=PEERS):
             times[name].append(time.perf_counter() - start)
     medians = {name: statistics.median(t) for name, t in times.items()}
     ops = ops_per_step(steps)
-    forward = {name: statistics.median(pair[0] for pair in splits[name][-repeats:]) for name in splits}
-    backward = {name: statistics.median(pair[1] for pair in splits[name][-repeats:]) for name in splits}
+    timed = [name for name in splits if splits[name]]
+    forward = {name: statistics.median(pair[0] for pair in splits[name][-repeats:]) for name in timed}
+    backward = {name: statistics.median(pair[1] for pair in splits[name][-repeats:]) for name in timed}
     row = {"T": steps, "seconds": medians,
            "ratio_to_list": {name: medians[name] / medians["list"] for name in medians},
            "tensorarray_ops_per_step": ops,
            "us_per_tensorarray_op": (medians["ours"] - medians["list"]) / ops * 1e6,
            "us_per_tensorarray_op_forward": (forward["ours"] - forward["list"]) / ops * 1e6,
            "us_per_tensorarray_op_backward": (backward["ours"] - backward["list"]) / ops * 1e6}
+    if "floor" in medians:
+        row["us_per_tensorarray_op_floor"] = (medians["floor"] - medians["list"]) / ops * 1e6
     return row
 
 
@@ -186,7 +196,8 @@ def main(argv=None):
                               for name in row["seconds"])
             print(f"Elman T={steps}: {cells}  |  per TensorArray op: {row['us_per_tensorarray_op']:.2f} us "
                   f"(forward {row['us_per_tensorarray_op_forward']:.2f}, backward "
-                  f"{row['us_per_tensorarray_op_backward']:.2f})")
+                  f"{row['us_per_tensorarray_op_backward']:.2f})"
+                  + (f"; the floor's {row['us_per_tensorarray_op_floor']:.2f} us" if "floor" in row["seconds"] else ""))
     if args.json:
         report = {"benchmark": "torch_elman", "hidden": HIDDEN, "batch": BATCH, "features": FEATURES,
                   "torch_threads": 1, "torch": torch.__version__, "python": platform.python_version(),

@@ -32,18 +32,19 @@ from gpu_tensorarray.torch import TensorArray
 class RunningMeanModel(nn.Module):
     """A GRU cell and a linear head: [T, B, F] inputs -> ([T, B] predictions, [T, B, H] states)."""
 
-    def __init__(self, features=4, hidden=32):
+    def __init__(self, features=4, hidden=32, tensor_array=TensorArray):
         super().__init__()
         self.hidden = hidden
+        self.tensor_array = tensor_array        # the class the forward uses (a benchmark swaps it)
         self.cell = nn.GRUCell(features, hidden)
         self.head = nn.Linear(hidden, 1)
 
     def forward(self, x):
         """Through TensorArrays, for a sequence length only the input array knows."""
         dtype = x.dtype
-        inputs = TensorArray(dtype, size=0, dynamic_size=True).unstack(x)
-        states = TensorArray(dtype, size=0, dynamic_size=True)
-        predictions = TensorArray(dtype, size=0, dynamic_size=True)
+        inputs = self.tensor_array(dtype, size=0, dynamic_size=True).unstack(x)
+        states = self.tensor_array(dtype, size=0, dynamic_size=True)
+        predictions = self.tensor_array(dtype, size=0, dynamic_size=True)
         h = x.new_zeros((x.shape[1], self.hidden))
         t = 0
         while t < int(inputs.size()):             # until the input array is exhausted

@@ -327,3 +327,57 @@ def test_compare_ops_times_two_checkouts_in_one_process(tmp_path):
     pair = re.search(r"raw_read_np_int32_over_int\s+new ([+-]\d+) ns \[.*\], old ([+-]\d+) ns", summary)
     assert pair, done.stdout
     assert int(pair[2]) > 150_000 and int(pair[1]) < 50_000, done.stdout    # old: a second 200 us sleep
+
+
+def test_the_floor_tensor_array_computes_the_list_models_gradients():
+    """bench/torch_floor.py's FloorTensorArray (the reference the bridge's step is set beside)
+    must do the models' whole work: the Elman and GRU models through it give the weights'
+    gradients of the same models with a list and torch.stack (float64), as the bridge does."""
+    from gpu_tensorarray.testing import import_torch
+
+    torch = import_torch()
+    from bench import torch_elman
+    from bench.torch_floor import FloorTensorArray
+    from gpu_tensorarray.torch import TensorArray
+
+    spec = importlib.util.spec_from_file_location("rnn_torch_for_floor", os.path.join(_REPOSITORY, "examples",
+                                                                                        "rnn_torch.py"))
+    rnn = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rnn)
+    torch.manual_seed(0)
+    x = torch.randn(7, 3, torch_elman.FEATURES, dtype=torch.float64)
+    target = torch.randn(7, 3, dtype=torch.float64)
+    models = [(torch_elman.Elman, lambda out: torch_elman.loss_of(out)),
+              (rnn.RunningMeanModel, lambda out: rnn.loss_of(*out, target))]
+    for make, loss_of in models:
+        grads = {}
+        for name in ("list", "floor", "bridge"):
+            model = make(tensor_array=FloorTensorArray if name == "floor" else TensorArray).double()
+            torch.manual_seed(1)
+            for parameter in model.parameters():
+                parameter.data.normal_()
+            with gpu_tensorarray.device("numpy"):
+                loss_of(model.forward_list(x) if name == "list" else model(x)).backward()
+            grads[name] = [p.grad for p in model.parameters()]
+        for name in ("floor", "bridge"):
+            for ours, reference in zip(grads[name], grads["list"]):
+                assert torch.allclose(ours, reference, rtol=1e-10, atol=1e-12), (make.__name__, name)
+
+
+def test_the_step_rows_time_the_floor_beside_ours(tmp_path):
+    """bench/torch_elman.py and bench_torch_rnn.py's step row time the FloorTensorArray model
+    beside ours and the list's, alternated, and report its ratio."""
+    from gpu_tensorarray.testing import import_torch
+
+    import_torch()
+    from bench import bench_torch_rnn, torch_elman
+
+    out = tmp_path / "elman.json"
+    assert torch_elman.main(["--steps", "3", "--repeats", "2", "--peers", "list", "ours", "floor",
+                             "--json", str(out)]) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert set(row["seconds"]) == {"list", "ours", "floor"} and row["ratio_to_list"]["floor"] > 0
+    assert row["us_per_tensorarray_op_floor"] == pytest.approx(
+        (row["seconds"]["floor"] - row["seconds"]["list"]) / row["tensorarray_ops_per_step"] * 1e6)
+    step = bench_torch_rnn.rnn_step_row("numpy", repeats=1)
+    assert step["floor_ratio"] == pytest.approx(step["floor"] / step["list_stack"]) and step["floor"] > 0
