@@ -204,16 +204,17 @@ class _WriteRun(Function):
     @staticmethod
     @_failing
     def backward(ctx, flow_grad):
-        writes = list(zip(*ctx.writes))          # (kind, where, value) per write
+        kinds, wheres, values = ctx.writes
         none = (flow_grad, None, None, None, None)
         gradient = _grad_array(ctx, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
         if gradient is None:                 # nothing read this array in this pass: zeros
-            return none + (None,) * len(writes)
+            return none + (None,) * len(values)
         if ctx.internal:
-            return none + _accumulated_grads(gradient, writes, _current_pass().rows.setdefault(ctx.array[:2], {}))
+            rows = _current_pass().rows.setdefault(ctx.array[:2], {})
+            return none + _accumulated_grads(gradient, zip(kinds, wheres, values), rows)
         # On a CPU backend without CUDA every value was a CPU tensor.
         same_device = ctx.backend.name != "cupy" and not torch_has_cuda()
-        return none + _value_grads(gradient, writes, same_device)
+        return none + _value_grads(gradient, kinds, wheres, values, same_device)
 
 
 class _Reader(Function):
@@ -242,37 +243,28 @@ class _Reader(Function):
         return flow, None, None, None, None, None
 
 
-def _value_grads(gradient, writes, same_device):
-    """The gradient of each write's value: the gradient array's rows at its slots
-    (write_grad: read; scatter_grad: gather; split_grad: concat of the whole array), one
-    gather for a run of writes and scatters of one element shape."""
-    shapes = set()
-    for kind, _, value in writes:
-        shape = value.shape
-        if kind == SPLIT or (kind == SCATTER and shape[0] == 0):
-            break
-        shapes.add(shape if kind == WRITE else shape[1:])
-    else:
-        if len(shapes) == 1 and len(writes) > 1:
-            if all(kind == WRITE for kind, _, _ in writes):
-                # an int64 vector: the form the compiled gather takes
-                rows = gradient.gather(np.fromiter([where for _, where, _ in writes], np.int64, len(writes)))
-                if same_device:
-                    return rows.unbind(0)
-            else:
-                rows = gradient.gather(np.concatenate([np.atleast_1d(where) for _, where, _ in writes]))
+def _value_grads(gradient, kinds, wheres, values, same_device):
+    """The gradient of each write's value (the run's writes as three parallel lists): the
+    gradient array's rows at its slots (write_grad: read; scatter_grad: gather; split_grad:
+    concat of the whole array), one gather for a run of writes and scatters of one element
+    shape."""
+    if len(values) > 1 and kinds.count(WRITE) == len(kinds):
+        if len({value.shape for value in values}) == 1:
+            # An int64 vector: the form the compiled gather takes.
+            rows = gradient.gather(np.array(wheres, np.int64))
+            return rows.unbind(0) if same_device else tuple(_on(row, value) for row, value in zip(rows, values))
+    elif len(values) > 1 and SPLIT not in kinds:
+        shapes = {value.shape if kind == WRITE else value.shape[1:] for kind, value in zip(kinds, values)}
+        if len(shapes) == 1 and all(kind == WRITE or value.shape[0] for kind, value in zip(kinds, values)):
+            rows = gradient.gather(np.concatenate([np.atleast_1d(where) for where in wheres]))
             grads, start = [], 0
-            for kind, _, value in writes:
-                if kind == WRITE:
-                    grads.append(_on(rows[start], value))
-                    start += 1
-                else:
-                    count = value.shape[0]
-                    grads.append(_on(rows[start:start + count], value))
-                    start += count
+            for kind, value in zip(kinds, values):
+                count = 1 if kind == WRITE else value.shape[0]
+                grads.append(_on(rows[start] if kind == WRITE else rows[start:start + count], value))
+                start += count
             return tuple(grads)
     grads = []
-    for kind, where, value in writes:
+    for kind, where, value in zip(kinds, wheres, values):
         if kind == WRITE:
             grads.append(_on(gradient.read(where), value))
         elif value.shape[0] == 0 or (kind == SPLIT and len(where) == 0):
