@@ -381,3 +381,19 @@ def test_the_step_rows_time_the_floor_beside_ours(tmp_path):
         (row["seconds"]["floor"] - row["seconds"]["list"]) / row["tensorarray_ops_per_step"] * 1e6)
     step = bench_torch_rnn.rnn_step_row("numpy", repeats=1)
     assert step["floor_ratio"] == pytest.approx(step["floor"] / step["list_stack"]) and step["floor"] > 0
+
+
+def test_call_floor_times_the_floor_and_ours_with_keywords(capsys):
+    """bench/call_floor.py: the floors of a keyword-called raw write and read (a lock and a row
+    copy; a lock and a view) beside ours, and their ratios; the floor's write really writes."""
+    from bench import call_floor
+
+    write, read = call_floor.floors()
+    value = np.arange(64, dtype=np.float32)
+    assert write(handle=None, index=3, value=value, flow_in="flow") == "flow"
+    assert np.array_equal(read(handle=None, index=3, flow_in=None, dtype=np.float32), value)
+    assert call_floor.main(["--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    for name in ("floor write", "ours write", "floor read", "ours read"):
+        assert re.search(rf"^{name} +\d+\.\d+ us per call", out, re.M), out
+    assert re.search(r"^ours / floor, write: \d+\.\d+x", out, re.M) and "ours / floor, read:" in out
