@@ -458,8 +458,11 @@ class ArrayStorage:
 
     def _check_growth(self, indices, element_shape):
         """A gradient array's reads past its end grow it: refuse at once when the
-        grown slab could not be allocated, before checking slot by slot."""
+        grown array could not exist (more slots than an int32 counts: whatever the memory)
+        or its slab could not be allocated, before checking slot by slot."""
         last = (indices.stop - 1) if type(indices) is range else int(indices.max())
+        if self.is_grad and last >= INT32_MAX:
+            raise messages.too_many_slots(self, last + 1)
         if self.is_grad and last >= self._size and is_fully_defined(element_shape):
             self._layout.check_allocation((last + 1) * (element_count(element_shape) * self.dtype.itemsize + 1),
                                           lambda: f"TensorArray {self.name} grown to {last + 1} slots")

@@ -466,6 +466,20 @@ def test_grad_read_past_the_end_needs_a_full_element_shape(backend):
     assert size(g) == 2
 
 
+@pytest.mark.parametrize("width", [2, 64])
+@pytest.mark.parametrize("reader", ["read", "gather"])
+def test_grad_read_past_int32_slots_is_refused_as_too_many_slots(backend, width, reader):
+    # D2: growth to 2**31 slots is refused for its count, whatever the memory: before the
+    # slab's bytes are checked against the device's (the error would depend on the machine).
+    forward, _ = new(1, element_shape=[width])
+    g = grad(forward)
+    last = 2**31 - 1
+    with pytest.raises(errors.InvalidArgumentError, match=rf"Could not grow to {last + 1} slots: a TensorArray's "
+                                                          rf"size is an int32, at most {last}"):
+        read(g, last) if reader == "read" else gather(g, [0, last])
+    assert size(g) == 1
+
+
 def test_grad_read_of_negative_index(backend):
     forward, _ = new(2, element_shape=[2])
     g = grad(forward)
