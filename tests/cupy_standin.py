@@ -384,8 +384,9 @@ def get_default_memory_pool():
     return _pools[_current_device()]
 
 
-def _allocate(shape, dtype, fill=POISON):
-    """A fresh allocation of ``shape`` on the current device, through its pool."""
+def _allocate(shape, dtype, fill=POISON, order="C"):
+    """A fresh allocation of ``shape`` on the current device, through its pool, in C or
+    Fortran ``order``."""
     dtype = np.dtype(dtype)
     shape = tuple(int(extent) for extent in shape)
     count = 1
@@ -411,7 +412,7 @@ def _allocate(shape, dtype, fill=POISON):
         _pools[device].free(nbytes, stream.name)
         raise OutOfMemoryError(nbytes, _pools[device].used_bytes(), _pools[device].get_limit()) from None
     weakref.finalize(root, _pools[device].free, nbytes, stream.name)      # its arena: the allocating stream's
-    data = root[:nbytes].view(dtype).reshape(shape)
+    data = root[:nbytes].view(dtype).reshape(shape, order="F" if order in ("F", "f") else "C")
     return ndarray._wrap(data, device)
 
 
@@ -506,7 +507,7 @@ class ndarray:
     __hash__ = None
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
-        made = _allocate(shape if isinstance(shape, tuple) else (shape,), dtype)
+        made = _allocate(shape if isinstance(shape, tuple) else (shape,), dtype, order=order)
         self._a, self._device, self._base = made._a, made._device, None
 
     @classmethod
@@ -823,12 +824,12 @@ class _DeviceCapsule:
 # -- creation ------------------------------------------------------------------------------------
 
 def empty(shape, dtype=float, order="C"):
-    return _allocate(shape if isinstance(shape, (tuple, list)) else (shape,), dtype)
+    return _allocate(shape if isinstance(shape, (tuple, list)) else (shape,), dtype, order=order)
 
 
 def zeros(shape, dtype=float, order="C"):
     # cupy/_creation/basic.py, zeros: a memset of a fresh allocation.
-    out = empty(shape, dtype)
+    out = empty(shape, dtype, order)
     _launched("memset")
     _memset(out._a)
     return out
@@ -861,9 +862,12 @@ def full_like(a, fill_value, dtype=None, order="K", subok=None, shape=None):
     return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None else dtype)
 
 
-def _upload(host, dtype=None):
-    """A host-to-device copy onto the current device."""
-    host = np.asarray(host, dtype=dtype)
+def _upload(obj, dtype=None, order="K"):
+    """A host-to-device copy onto the current device. core.pyx, _array_default: order "K"
+    (or "A") keeps a NumPy array's Fortran order (``flags.fnc``); anything else is C."""
+    if order in ("K", "k", "A", "a"):
+        order = "F" if isinstance(obj, np.ndarray) and obj.flags.fnc else "C"
+    host = np.asarray(obj, dtype=dtype)
     if host.dtype.hasobject:
         raise ValueError("Unsupported dtype object")
     if host.ndim == 0:
@@ -873,7 +877,7 @@ def _upload(host, dtype=None):
         out.fill(host)
         return out
     counters.uploads += 1
-    out = _allocate(host.shape, host.dtype)
+    out = _allocate(host.shape, host.dtype, order=order)
     out._a[...] = host
     _note("copy", _current_device(), get_current_stream(), "host to device")
     return out
@@ -892,12 +896,12 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, blocking=
         return obj.copy()
     if isinstance(obj, (list, tuple)) and any(isinstance(part, ndarray) for part in obj):
         return stack([asarray(part, dtype) for part in obj]) if obj else _upload(obj, dtype)
-    return _upload(obj, dtype)
+    return _upload(obj, dtype, "K" if order is None else order)
 
 
 def asarray(a, dtype=None, order=None, blocking=False):
     # cupy/_creation/from_data.py: copy=False; a device array stays on its device.
-    return array(a, dtype, copy=False)
+    return array(a, dtype, copy=False, order=order)
 
 
 def ascontiguousarray(a, dtype=None):

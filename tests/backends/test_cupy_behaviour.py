@@ -35,6 +35,20 @@ def test_a_scalar_scattered_by_integer_indices_drops_the_sign_of_zero():
     assert np.signbit(array.get()).tolist() == [False, True, True, False]
 
 
+def test_an_upload_keeps_a_fortran_ordered_arrays_order():
+    # core.pyx, _array_default: order "K" (asarray's) makes a NumPy array with flags.fnc a
+    # Fortran-ordered device array; anything else, a strided view included, is C-ordered.
+    host = np.arange(12, dtype=F32).reshape(3, 4)
+    fortran = cupy.asarray(np.asfortranarray(host))
+    assert fortran.flags.f_contiguous and not fortran.flags.c_contiguous
+    assert np.array_equal(fortran.get(), host)
+    assert cupy.array(host, order="F").flags.f_contiguous and not cupy.array(host, order="F").flags.c_contiguous
+    for value in (host, host[:, ::2], host.T[::2]):
+        uploaded = cupy.asarray(value)
+        assert uploaded.flags.c_contiguous and np.array_equal(uploaded.get(), value)
+    assert cupy.ascontiguousarray(fortran).flags.c_contiguous
+
+
 def test_an_empty_array_numpy_cannot_hold_comes_back_with_an_error():
     # CuPy allocates nothing for it; get() builds it as numpy.ndarray(shape), which refuses.
     if STANDIN:
