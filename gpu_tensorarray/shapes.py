@@ -10,7 +10,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError, about, described, shown
 
-__all__ = ["as_partial_shape", "format_shape", "is_fully_defined", "is_compatible", "merge"]
+__all__ = ["as_partial_shape", "check_element_count", "format_shape", "is_fully_defined", "is_compatible", "merge"]
 
 
 _INT64_MAX = 2**63 - 1
@@ -70,7 +70,7 @@ def as_partial_shape(spec, what="element_shape", owner=None):
     return dims
 
 
-def _check_size(dims, owner):
+def _check_size(dims, owner, too_many="is too large (more than 2**63 - 1 entries)"):
     """TensorFlow's IsValidShape: the known dimensions, multiplied in order up to the
     first unknown one, must stay within int64 (so [2**62,4,?] fails, [?,2**62,4] does not)."""
     count = 1
@@ -79,8 +79,13 @@ def _check_size(dims, owner):
             return
         count *= dim
         if count > _INT64_MAX:
-            raise InvalidArgumentError(
-                f"Shape {format_shape(dims)} is too large (more than 2**63 - 1 entries){about(owner)}")
+            raise InvalidArgumentError(f"Shape {format_shape(dims)} {too_many}{about(owner)}")
+
+
+def check_element_count(dims, owner=None):
+    """A shape TensorFlow builds (TensorShapeUtils::MakeShape, PartialTensorShape's
+    Concatenate) from checked dimensions: the same bound as IsValidShape's, in its words."""
+    _check_size(dims, owner, "would have more than 2**63 - 1 elements")
 
 
 _NOT_A_SEQUENCE = object()

@@ -27,7 +27,7 @@ from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError
 from .host import (INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_all_equal, flags_at,
                    has_duplicates, index_vector, repeats)
 from .layouts import new_layout
-from .shapes import is_compatible, is_fully_defined, merge
+from .shapes import check_element_count, is_compatible, is_fully_defined, merge
 
 __all__ = ["ArrayStorage", "SlotState"]
 
@@ -977,6 +977,7 @@ class ArrayStorage:
                 element_shape = self._element_shape
                 if element_shape is not None:
                     element_shape = prepend + element_shape
+                    check_element_count(element_shape, self)
                 grad = ArrayStorage(self.backend, self.dtype, self._size, element_shape,
                                     dynamic_size=False, clear_after_read=True,
                                     identical_element_shapes=self.identical_element_shapes,
@@ -1001,7 +1002,9 @@ class ArrayStorage:
         for dim in shape.tolist():
             if dim < 0:
                 raise messages.prepend_negative(self, dim, shape.tolist())
-        return tuple(shape.tolist())
+        prepend = tuple(shape.tolist())
+        check_element_count(prepend, self)
+        return prepend
 
     def _copy_shapes_from(self, forward, prepend):
         """TensorArrayGradV3's CopyShapesFrom: every written forward slot becomes a soft
@@ -1012,6 +1015,10 @@ class ArrayStorage:
             view = flag_view(forward._flags)
             written = (view & WRITTEN).nonzero()[0]
             del view
+        if prepend:     # D2: a slot's prefixed shape past int64 (TensorFlow's CHECK aborts the process)
+            common = forward._layout.common_shape
+            for shape in {common} if common is not None else {forward._layout.slot_shape(i) for i in _listed(written)}:
+                check_element_count(prepend + shape, forward)
         self._layout = forward._layout.shapes_for_gradient(prepend, written, self.name, self._hold)
         flag_view(self._flags)[_selector(written)] = WRITTEN
         self._written_count = self._soft_count = len(written)

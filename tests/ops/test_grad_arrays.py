@@ -176,6 +176,45 @@ def test_grad_with_shape_prepend_is_validated_even_when_the_grad_exists(backend)
         grad_with_shape(forward, [-1], "s")
 
 
+_BIG = 2**31 - 1
+_TOO_MANY = "Shape {} would have more than 2**63 - 1 elements"     # TensorFlow's text, as TF 2.21 gives it
+
+
+@pytest.mark.parametrize("element_shape, prepend, shown", [
+    # the prefix alone (TensorShapeUtils::MakeShape), whatever the forward shape
+    (None, [2**30] * 3, "[1073741824,1073741824,1073741824]"),
+    ([0, 4], [_BIG, _BIG, 3], "[2147483647,2147483647,3]"),
+    # prefix + element shape (Concatenate), counted in order up to the first unknown dimension
+    ([4], [_BIG, _BIG], "[2147483647,2147483647,4]"),
+    ([4, None], [_BIG, _BIG], "[2147483647,2147483647,4,?]"),
+    ([2**20, 2**20], [2**30], "[1073741824,1048576,1048576]"),
+])
+def test_grad_with_shape_refuses_a_shape_past_int64_and_changes_nothing(backend, element_shape, prepend, shown):
+    forward, _ = new(0, element_shape=element_shape, dynamic_size=True)
+    with raises(errors.InvalidArgumentError, _TOO_MANY.format(shown)):
+        grad_with_shape(forward, prepend)
+    assert not forward.array.grads and forward.array.dynamic_size      # no gradient array, the size not locked
+
+
+@pytest.mark.parametrize("element_shape, prepend", [([None, 4], [_BIG, _BIG]), ([2**30, None, 2**30], [1024])])
+def test_grad_with_shape_counts_only_up_to_the_first_unknown_dimension(backend, element_shape, prepend):
+    forward, _ = new(2, element_shape=element_shape)
+    grad_with_shape(forward, prepend)
+    assert len(forward.array.grads) == 1
+
+
+@pytest.mark.parametrize("element_shape", [None, [None]])
+def test_grad_with_shape_refuses_a_written_slot_past_int64(backend, element_shape):
+    # D2: TensorFlow's CopyShapesFrom aborts the process (a CHECK) on [B,B] + a written [4].
+    forward, _ = new(2, element_shape=element_shape)
+    write(forward, 1, np.ones(4, np.float32))
+    with raises(errors.InvalidArgumentError, _TOO_MANY.format("[2147483647,2147483647,4]")):
+        grad_with_shape(forward, [_BIG, _BIG])
+    assert not forward.array.grads
+    g = grad_with_shape(forward, [2, 3])          # a valid prefix still works afterwards
+    assert_same(read(g, 1), np.zeros((2, 3, 4), np.float32))
+
+
 # -- existing grad arrays are returned as they are ------------------------------------------------------------
 def test_existing_grad_is_returned_as_is_even_closed(backend):
     forward, _ = new(2, element_shape=[])
