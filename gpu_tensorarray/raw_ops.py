@@ -73,7 +73,7 @@ def _string_pair(handle):
     if type(handle) is np.ndarray and handle.shape == (2,) and handle.dtype.kind in "US":
         handle = handle.tolist()
     if type(handle) is list and len(handle) == 2 and all(type(part) in (str, bytes) for part in handle):
-        return [part.decode("utf-8", "replace") if type(part) is bytes else part for part in handle]
+        return [_decoded(part) if type(part) is bytes else part for part in handle]
     return None
 
 
@@ -232,9 +232,16 @@ def TensorArrayGradWithShape(handle, flow_in, shape_to_prepend, source, name=Non
     return TensorArrayGradWithShapeOutput(grad_handle, _new_flow(_lookup(grad_handle).backend))
 
 
+def _decoded(data):
+    """TensorFlow's string attributes and names are bytes: as a str that tells any two
+    apart (bytes that are not UTF-8 keep their values as lone surrogates, PEP 383), so two
+    sources never share a gradient array."""
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _attr_string(value, what, owner=None):
     if isinstance(value, bytes):
-        value = bytes(value).decode("utf-8", "replace")
+        value = _decoded(bytes(value))
     if isinstance(value, str):
         return str.__str__(value)       # an exact str: a subclass's __hash__/__eq__ never run
     raise InvalidArgumentError(f"{what} must be a string, got {type(value).__name__}: {shown(value)}{about(owner)}")

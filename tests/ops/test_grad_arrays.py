@@ -45,6 +45,22 @@ def test_any_string_is_a_source_even_empty(backend):
     assert_same(read(h, 0), f32(2))
 
 
+def test_byte_sources_are_told_apart_by_their_bytes(backend):
+    # TensorFlow's source attribute is bytes: b"\xff" and b"\xfe" (not UTF-8) are two sources,
+    # b"abc" and "abc" one.
+    forward, _ = new(1, element_shape=[])
+    first, second = grad(forward, b"\xff"), grad(forward, b"\xfe")
+    assert first.array is not second.array and grad(forward, b"\xff").array is first.array
+    assert grad(forward, b"abc").array is grad(forward, "abc").array
+    write(first, 0, f32(1))
+    write(second, 0, f32(2))
+    assert_same(read(first, 0), f32(1))
+    assert_same(read(second, 0), f32(2))
+    # Its string handle, [container, name] as bytes, names that array again.
+    name = first.name.encode("utf-8", "surrogateescape")
+    assert size([b"_tensor_array_grads", name]) == 1
+
+
 def test_same_source_returns_the_same_array(backend):
     # TF test 14 (testSkipEagerTensorGradAccessTwiceReceiveSameObject).
     forward, _ = new(3, tensor_array_name="foo")
