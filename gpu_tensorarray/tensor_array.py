@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes, modes, raw_ops
+from . import dtypes, messages, modes, raw_ops
 from .conversion import to_tensor
 from .errors import InvalidArgumentError, about, described
 from .host import host_ints
 from .registry import Handle, registry
-from .shapes import merge
+from .shapes import is_compatible, merge
 from .strings import is_string_like
 
 __all__ = ["TensorArray", "Tensor", "TensorLike", "DTypeLike", "IntLike", "IntsLike", "ShapeLike"]
@@ -141,6 +141,14 @@ class TensorArray:
         except InvalidArgumentError:
             return known
 
+    def _check_shape(self, index: Any, shape: Sequence[int | None]) -> None:
+        """TensorFlow's class checks a value's shape against the element shape every
+        TensorArray of the array and its gradient arrays share, before the op: a gradient
+        array made before its forward knew the shape does not know it itself."""
+        known = self._shape_cell[0]
+        if known is not None and tuple(shape) != known and not is_compatible(known, tuple(shape)):
+            raise messages.incompatible_shape(registry.lookup(self._handle), index, tuple(shape), known)
+
     def _infer(self, shape: Sequence[int]) -> None:
         """Merge a shape learnt from a value into the shared cell (infer_shape only)."""
         current = self._shape_cell[0]
@@ -207,8 +215,10 @@ class TensorArray:
             shape = value.shape
         else:
             value, shape = self._value(value)
-        result = self._with_flow(raw_ops.TensorArrayWriteV3(self._handle, index, value, self._flow))
         known = self._shape_cell[0]
+        if known is not None and shape != known:
+            self._check_shape(index, shape)
+        result = self._with_flow(raw_ops.TensorArrayWriteV3(self._handle, index, value, self._flow))
         if known is None or None in known:      # the common case skips this: a known shape
             self._infer(shape)
         return result
@@ -254,6 +264,9 @@ class TensorArray:
     def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TensorArray:
         """Row k of ``value`` into slot ``indices[k]``; returns the TensorArray to go on with."""
         value, shape = self._value(value)
+        if self._shape_cell[0] is not None and len(shape) and shape[0] and tuple(shape[1:]) != self._shape_cell[0]:
+            first = host_ints(indices, "indices", owner=self._handle).reshape(-1)      # the slot the op names
+            self._check_shape(int(first[0]) if first.size else 0, shape[1:])
         result = self._with_flow(raw_ops.TensorArrayScatterV3(self._handle, indices, value, self._flow))
         self._infer(shape[1:])
         return result
@@ -268,6 +281,8 @@ class TensorArray:
                                        f"write dtype string.{about(self._handle)}")
         lengths = host_ints(lengths, "lengths", "int64", owner=self._handle)
         try:
+            if lengths.ndim == 1 and lengths.size and len(shape):
+                self._check_shape(0, (int(lengths[0]),) + tuple(shape[1:]))     # the first piece, as the op names it
             flow = raw_ops.TensorArraySplitV3(self._handle, value, lengths, self._flow)
         except InvalidArgumentError as error:
             raise _explained(error, self, "split") from None

@@ -13,7 +13,7 @@ import gpu_tensorarray as gta
 from gpu_tensorarray import TensorArray, errors
 from gpu_tensorarray import raw_ops as ro
 from ta_conformance_util import (
-    ALREADY_READ, ALREADY_WRITTEN, CLEARED, CLOSED, NUMBER_DTYPES, READ_BOUNDS, SPLIT_COUNT, WRITE_BOUNDS,
+    ALREADY_READ, ALREADY_WRITTEN, CLEARED, CLOSED, INCOMPATIBLE, NUMBER_DTYPES, READ_BOUNDS, SPLIT_COUNT, WRITE_BOUNDS,
     assert_same, f32, host, name_number, raises,
 )
 
@@ -193,6 +193,26 @@ def test_grad_locks_a_dynamic_forward(backend):
     ta.grad("gradients")
     with raises(errors.InvalidArgumentError, WRITE_BOUNDS.format(name=ta.handle.name, index=2, size=2)):
         ta.write(2, 1.0)
+
+
+@pytest.mark.parametrize("how", ["write", "scatter", "unstack", "split"])
+def test_a_grad_made_before_the_forward_knew_its_shape_checks_values_against_it(backend, how):
+    # TensorFlow's class: a gradient TensorArray shares its forward's element shape, and
+    # checks each value against it before the op (_check_element_shape).
+    ta = TensorArray("float32", size=2)
+    g = ta.grad("gradients")
+    ta = ta.write(0, f32([1, 2]))
+    assert g.element_shape == (2,)
+    bad = {"write": lambda: g.write(1, f32([1, 2, 3])), "scatter": lambda: g.scatter([1], f32([[1, 2, 3]])),
+           "unstack": lambda: g.unstack(f32([[1, 2, 3], [4, 5, 6]])),
+           "split": lambda: g.split(f32([1, 2, 3]), [3, 0])}[how]
+    index, value = {"write": (1, "[3]"), "scatter": (1, "[3]"), "unstack": (0, "[3]"), "split": (0, "[3]")}[how]
+    with raises(errors.InvalidArgumentError, INCOMPATIBLE.format(name=g.handle.name, index=index, value=value,
+                                                                 shape="[2]")):
+        bad()
+    assert not g.handle.array.slot_state(0).written and not g.handle.array.slot_state(1).written
+    g.write(1, f32([5, 6]))                      # a value of the shared shape goes in
+    assert_same(g.read(1), f32([5, 6]))
 
 
 # -- constructor argument errors (_GraphTensorArray) -------------------------------------------------------------
