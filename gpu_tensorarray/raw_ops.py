@@ -17,7 +17,7 @@ from .backends import get_backend
 from .errors import InvalidArgumentError, NotFoundError, about, shown
 from .host import (INT32_MAX, NUMPY_INTS, checked_int64_sum, host_indices, host_ints, host_ints_bounded,
                    is_index_vector, scalar_int)
-from .registry import Handle, registry
+from .registry import FORWARD, GRADIENTS, Handle, registry
 from .shapes import as_partial_shape
 
 __all__ = [
@@ -47,14 +47,14 @@ def _lookup(handle):
     return registry.lookup(_resource_key(handle))
 
 
-_CONTAINERS = ("_tensor_arrays", "_tensor_array_grads")
+_CONTAINERS = (FORWARD, GRADIENTS)
 
 
 def _resource_key(handle):
     """What the registry looks ``handle`` up by: a Handle, or a name as an exact str (a
     str subclass's own __hash__/__eq__ are never run). TensorFlow's string handle, a
     2-element vector [container, name] (a list or a NumPy string array), names its
-    array by the name; a container TensorArrays do not live in is NotFoundError."""
+    array by (container, name); a container TensorArrays do not live in is NotFoundError."""
     if type(handle) is Handle or type(handle) is str:
         return handle
     if isinstance(handle, str):
@@ -65,7 +65,7 @@ def _resource_key(handle):
         if container not in _CONTAINERS:
             raise NotFoundError(f"Container {container} does not exist. (Could not find resource: "
                                 f"{container}/{name}: TensorArrays live in the containers {' and '.join(_CONTAINERS)})")
-        return name
+        return str.__str__(container), str.__str__(name)
     return handle
 
 

@@ -39,11 +39,17 @@ class Handle:
         raise TypeError("TensorArray handles refer to live device memory and cannot be pickled")
 
 
+#: TensorFlow's resource containers: forward arrays in one, gradient arrays in the other,
+#: so a forward array may bear a gradient array's name (TensorArrayV3 named "x@gradients").
+FORWARD, GRADIENTS = "_tensor_arrays", "_tensor_array_grads"
+
+
 class Registry:
     def __init__(self):
         self._counter = itertools.count()       # TensorFlow's process-wide name counter
         self._lock = threading.Lock()
-        self._by_name = weakref.WeakValueDictionary()     # every live array, closed ones too
+        # container -> name -> every live array, closed ones too
+        self._by_name = {FORWARD: weakref.WeakValueDictionary(), GRADIENTS: weakref.WeakValueDictionary()}
 
     def create(self, backend, dtype, size, element_shape, dynamic_size, clear_after_read,
                identical_element_shapes, tensor_array_name):
@@ -58,18 +64,23 @@ class Registry:
     def _register(self, array):
         handle = Handle(array)
         with self._lock:
-            self._by_name[array.name] = array
+            self._by_name[GRADIENTS if array.is_grad else FORWARD][array.name] = array
         return handle
 
     def lookup(self, handle):
-        """The array behind a handle (or behind its name, as TF's string handles)."""
+        """The array behind a handle, behind a (container, name) pair (TF's string handle),
+        or behind a bare name (a forward array's first, as a pair in FORWARD names it)."""
         if type(handle) is Handle:
             return handle.array
-        if isinstance(handle, str):
-            array = self._by_name.get(handle)
+        if isinstance(handle, str) or (type(handle) is tuple and len(handle) == 2 and type(handle[0]) is str
+                                       and handle[0] in self._by_name and type(handle[1]) is str):
+            container, name = (None, handle) if isinstance(handle, str) else handle
+            array = self._by_name[container or FORWARD].get(name)
+            if array is None and container is None:
+                array = self._by_name[GRADIENTS].get(name)
             if array is None:
-                raise NotFoundError(f"Resource __per_step_0/_tensor_arrays{handle} does not exist. "
-                                    f"(Could not find a TensorArray named {shown(handle)}.)")
+                raise NotFoundError(f"Resource __per_step_0/{container or FORWARD}{name} does not exist. "
+                                    f"(Could not find a TensorArray named {shown(name)}.)")
             return array
         raise InvalidArgumentError(
             f"Trying to access a handle's resource using the wrong type. Expected a TensorArray handle "
@@ -98,7 +109,8 @@ class Registry:
     def live_arrays(self):
         """Every array still alive (closed ones too), as a list made at once: a weak map's own
         iteration fails when another thread's array dies meanwhile."""
-        arrays = (reference() for reference in self._by_name.valuerefs())    # one C-level copy of the refs
+        references = [reference for names in self._by_name.values() for reference in names.valuerefs()]
+        arrays = (reference() for reference in references)    # C-level copies of the refs
         return [array for array in arrays if array is not None]
 
     def stats(self):

@@ -491,6 +491,21 @@ def test_string_handles_in_other_containers_are_not_found(backend, legacy):
         refused(errors.NotFoundError, call, "Container", "does not exist")
 
 
+def test_a_string_handle_names_an_array_in_its_own_container(backend):
+    # TensorFlow keys _tensor_arrays<name> and _tensor_array_grads<name> apart: a forward array
+    # may bear the name of another array's gradient array, and each pair finds its own.
+    first, _ = new(2, element_shape=[1])
+    forward, _ = new(5, tensor_array_name=f"{first.name}@x")        # named "<first>@x_<n>"
+    name = forward.name
+    g = grad(first, name.partition("@")[2])                          # "<first>@x_<n>" too, a gradient array
+    assert g.name == name
+    assert int(host(size(["_tensor_arrays", name]))) == 5 and int(host(size(name))) == 5    # a bare name: forward first
+    assert int(host(size(["_tensor_array_grads", name]))) == 2
+    assert grad(["_tensor_arrays", name]).array is forward.array.grads["gradients"].array
+    refused(errors.NotFoundError, lambda: size(["_tensor_array_grads", first.name]), first.name, "does not exist")
+    refused(errors.NotFoundError, lambda: size(["_tensor_arrays", f"{first.name}@gradients"]), "does not exist")
+
+
 def test_string_handles_of_missing_arrays_are_not_found(backend):
     refused(errors.NotFoundError, lambda: size(["_tensor_arrays", "no-such-array"]), "no-such-array")
 
