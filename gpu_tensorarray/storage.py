@@ -1016,8 +1016,10 @@ class ArrayStorage:
             written = (view & WRITTEN).nonzero()[0]
             del view
         if prepend:     # D2: a slot's prefixed shape past int64 (TensorFlow's CHECK aborts the process)
-            common = forward._layout.common_shape
-            for shape in {common} if common is not None else {forward._layout.slot_shape(i) for i in _listed(written)}:
+            layout = forward._layout
+            shapes = {layout.common_shape} if layout.common_shape is not None else \
+                {layout.slot_shape(index) for index in _listed(written)}
+            for shape in shapes:
                 check_element_count(prepend + shape, forward)
         self._layout = forward._layout.shapes_for_gradient(prepend, written, self.name, self._hold)
         flag_view(self._flags)[_selector(written)] = WRITTEN

@@ -141,7 +141,7 @@ class TensorArray:
         except InvalidArgumentError:
             return known
 
-    def _check_shape(self, index: Any, shape: Sequence[int | None]) -> None:
+    def _check_value_shape(self, index: Any, shape: Sequence[int | None]) -> None:
         """TensorFlow's class checks a value's shape against the element shape every
         TensorArray of the array and its gradient arrays share, before the op: a gradient
         array made before its forward knew the shape does not know it itself."""
@@ -217,7 +217,7 @@ class TensorArray:
             value, shape = self._value(value)
         known = self._shape_cell[0]
         if known is not None and shape != known:
-            self._check_shape(index, shape)
+            self._check_value_shape(index, shape)
         result = self._with_flow(raw_ops.TensorArrayWriteV3(self._handle, index, value, self._flow))
         if known is None or None in known:      # the common case skips this: a known shape
             self._infer(shape)
@@ -266,7 +266,7 @@ class TensorArray:
         value, shape = self._value(value)
         if self._shape_cell[0] is not None and len(shape) and shape[0] and tuple(shape[1:]) != self._shape_cell[0]:
             first = host_ints(indices, "indices", owner=self._handle).reshape(-1)      # the slot the op names
-            self._check_shape(int(first[0]) if first.size else 0, shape[1:])
+            self._check_value_shape(int(first[0]) if first.size else 0, shape[1:])
         result = self._with_flow(raw_ops.TensorArrayScatterV3(self._handle, indices, value, self._flow))
         self._infer(shape[1:])
         return result
@@ -282,7 +282,7 @@ class TensorArray:
         lengths = host_ints(lengths, "lengths", "int64", owner=self._handle)
         try:
             if lengths.ndim == 1 and lengths.size and len(shape):
-                self._check_shape(0, (int(lengths[0]),) + tuple(shape[1:]))     # the first piece, as the op names it
+                self._check_value_shape(0, (int(lengths[0]),) + tuple(shape[1:]))     # the first piece, as the op names it
             flow = raw_ops.TensorArraySplitV3(self._handle, value, lengths, self._flow)
         except InvalidArgumentError as error:
             raise _explained(error, self, "split") from None
