@@ -282,7 +282,7 @@ class TensorArray:
         lengths = host_ints(lengths, "lengths", "int64", owner=self._handle)
         try:
             if lengths.ndim == 1 and lengths.size and len(shape):
-                self._check_value_shape(0, (int(lengths[0]),) + tuple(shape[1:]))     # the first piece, as the op names it
+                self._check_value_shape(0, (int(lengths[0]),) + tuple(shape[1:]))     # the first piece: the op names it
             flow = raw_ops.TensorArraySplitV3(self._handle, value, lengths, self._flow)
         except InvalidArgumentError as error:
             raise _explained(error, self, "split") from None
