@@ -1,7 +1,8 @@
 """TensorFlow's rules for callers' values: what a value becomes on a backend.
 
-- An array of the backend's own type is taken as it is; NumPy arrays and scalars
-  keep their dtype, which must be one TensorFlow supports.
+- An array of the backend's own type is taken as it is (a NumPy subclass as a plain
+  ndarray over its memory); NumPy arrays and scalars keep their dtype, which must be
+  one TensorFlow supports.
 - Python scalars and (nested) lists or tuples take TensorFlow's dtypes: floats
   float32 (float16 for lists of np.float16), ints int32 unless they need 64 bits
   (dtypes.python_value_dtype). What NumPy holds only as objects (an int outside
@@ -38,6 +39,10 @@ def to_tensor(backend, value, dtype=None, owner=None):
     """``value`` as an array of ``backend``. ``dtype`` is the array's, when known: a
     value no TensorFlow dtype holds then gets TensorFlow's write error. ``owner``
     (a handle) names the array in messages."""
+    if isinstance(value, np.ndarray) and type(value) is not np.ndarray:
+        # A NumPy subclass, as a plain array over its memory (a C-level view): its own
+        # attributes (dtype, reshape, __getitem__...) never run inside an op.
+        value = np.asarray(value)
     if isinstance(value, backend.array_type):
         return value
     if strings.is_string_like(value):

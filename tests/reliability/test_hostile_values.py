@@ -469,6 +469,48 @@ def test_arrays_whose_bytes_exceed_int64_are_sized_exactly(backend, element_shap
     assert int(host(size(g))) == 2
 
 
+class _Hostile(Exception):
+    pass
+
+
+class _SubclassThatRaises(np.ndarray):
+    """A NumPy subclass whose every Python-level attribute an op might touch raises."""
+    dtype = property(lambda self: _raise())
+    ndim = property(lambda self: _raise())
+    shape = property(lambda self: _raise())
+
+    def reshape(self, *args, **kwargs):
+        _raise()
+
+    def __getitem__(self, key):
+        _raise()
+
+    def view(self, *args, **kwargs):
+        _raise()
+
+
+def _raise():
+    raise _Hostile("a subclass's own code ran inside the op")
+
+
+@pytest.mark.parametrize("op", ["write", "scatter", "split", "split uneven"])
+def test_a_numpy_subclass_is_written_as_the_plain_array_over_its_memory(backend, op):
+    # Its own attributes never run inside an op (they could raise anything, or lie).
+    rows = np.arange(12, dtype=np.float32).reshape(4, 3)
+    hostile = rows.view(_SubclassThatRaises)
+    handle, _ = new(4, "float32", clear_after_read=False)
+    if op == "write":
+        write(handle, 2, rows[1].view(_SubclassThatRaises))
+        assert_same(read(handle, 2), rows[1])
+        return
+    if op == "scatter":
+        ro.TensorArrayScatterV3(handle, np.arange(4), hostile, 0.0)
+        assert_same(ro.TensorArrayGatherV3(handle, np.arange(4), 0.0, "float32"), rows)
+        return
+    split(handle, hostile, [1, 1, 1, 1] if op == "split" else [2, 0, 1, 1])
+    assert_same(concat(handle).value, rows)
+
+
 # -- TensorFlow's string handles and element_shape_except0 ------------------------------------------------------------
 def test_string_handles_name_their_array(backend):
     handle, _ = new(2, clear_after_read=False)
