@@ -153,6 +153,12 @@ def flag_view(flags):
     return np.frombuffer(flags, np.uint8)
 
 
+#: Each slot flag value (0-15) as a 0-d uint8 array: stored into a flag view it allocates
+#: nothing (a Python int is converted into a new array first), so an op's commit, which
+#: must not fail, cannot run out of memory there.
+FLAG_BYTES = tuple(np.array(value, np.uint8) for value in range(16))
+
+
 def is_index_vector(value):
     """Whether ``value`` is a host vector of signed integers, a NumPy array."""
     return type(value) is np.ndarray and value.dtype.kind == "i" and value.ndim == 1

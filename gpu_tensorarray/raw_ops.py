@@ -7,6 +7,7 @@ then hands over to the array (storage.py) or the registry (registry.py).
 Values come back as arrays of the array's backend.
 """
 
+import functools
 from collections import namedtuple
 from operator import index as _as_int    # a NumPy integer's __index__, without int()'s type call
 
@@ -14,7 +15,7 @@ import numpy as np
 
 from . import dtypes
 from .backends import get_backend
-from .errors import InvalidArgumentError, NotFoundError, about, shown
+from .errors import InvalidArgumentError, NotFoundError, ResourceExhaustedError, about, described, shown
 from .host import (INT32_MAX, NUMPY_INTS, checked_int64_sum, host_indices, host_ints, host_ints_bounded,
                    is_index_vector, scalar_int)
 from .registry import FORWARD, GRADIENTS, Handle, registry
@@ -38,6 +39,25 @@ _record = None
 _INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
 _INT32_MIN = -INT32_MAX - 1
 _DTYPES = dtypes.CACHE
+
+
+def _out_of_host_memory(op, handle, error):
+    """An op's host temporaries (index vectors, flag masks, the plans of its checks) ran out
+    of memory: ResourceExhaustedError, as an allocation through the backend. Every op makes
+    them before it changes anything, so the array is as it was."""
+    return ResourceExhaustedError(f"OOM in {op}: host memory ran out ({described(error)}){about(handle)}")
+
+
+def _host_memory_guarded(op):
+    """``op`` raising ResourceExhaustedError for a host MemoryError (Write and Read, the
+    hot ops, do the same inline, without this wrapper's call)."""
+    @functools.wraps(op)
+    def guarded(*args, **kwargs):
+        try:
+            return op(*args, **kwargs)
+        except MemoryError as error:
+            raise _out_of_host_memory(op.__name__, args[0] if args else kwargs.get("handle"), error) from None
+    return guarded
 
 
 def _lookup(handle):
@@ -87,6 +107,7 @@ def set_recorder(recorder):
     return previous
 
 
+@_host_memory_guarded
 def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_after_read=True,
                   identical_element_shapes=False, tensor_array_name="", name=None):
     """Create an array of ``size`` slots on the active backend -> (handle, flow)."""
@@ -112,7 +133,10 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
     flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
-    array.write(index, value)
+    try:
+        array.write(index, value)
+    except MemoryError as error:
+        raise _out_of_host_memory("TensorArrayWriteV3", handle, error) from None
     if _record is not None:
         _record("TensorArrayWriteV3", (handle, index, value, flow_in), (flow_out,), array.dtype)
     return flow_out
@@ -129,12 +153,16 @@ def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
         dtype = _DTYPES[dtype]          # as_dtype's cache, without the call
     except Exception:                   # KeyError, unhashable, or a hostile __hash__/__eq__
         dtype = dtypes.as_dtype(dtype, handle)
-    value = array.read(index, dtype)
+    try:
+        value = array.read(index, dtype)
+    except MemoryError as error:
+        raise _out_of_host_memory("TensorArrayReadV3", handle, error) from None
     if _record is not None:
         _record("TensorArrayReadV3", (handle, index, flow_in), (value,), array.dtype)
     return value
 
 
+@_host_memory_guarded
 def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, name=None):
     """The elements at ``indices``, stacked along a new first axis."""
     if type(indices) is range:
@@ -149,6 +177,7 @@ def TensorArrayGatherV3(handle, indices, flow_in, dtype, element_shape=None, nam
     return value
 
 
+@_host_memory_guarded
 def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
     """Write ``value[k]`` at ``indices[k]`` for every k, in order -> flow_out."""
     array = handle.array if type(handle) is Handle else None
@@ -166,19 +195,20 @@ def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
     return flow_out
 
 
+@_host_memory_guarded
 def TensorArrayConcatV3(handle, flow_in, dtype, element_shape_except0=None, name=None):
     """Every element joined along axis 0 -> (value, lengths as int64)."""
     element_shape_except0 = as_partial_shape(element_shape_except0, "element_shape_except0", handle)
     array = _lookup(handle)
-    value, lengths = array.concat(dtypes.as_dtype(dtype, handle), element_shape_except0)
-    # Host memory, as TensorFlow keeps them (HostMemory("lengths")): no device copy, and
-    # reading them (concat's gradient splits by them) never synchronises.
-    output = TensorArrayConcatV3Output(value, np.array(lengths, np.int64))
+    # lengths: a host int64 vector, as TensorFlow keeps them (HostMemory("lengths")): no
+    # device copy, and reading them (concat's gradient splits by them) never synchronises.
+    output = TensorArrayConcatV3Output(*array.concat(dtypes.as_dtype(dtype, handle), element_shape_except0))
     if _record is not None:
         _record("TensorArrayConcatV3", (handle, flow_in), output, array.dtype)
     return output
 
 
+@_host_memory_guarded
 def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
     """Split ``value`` along axis 0 into pieces of ``lengths``, one per slot -> flow_out."""
     lengths = host_ints(lengths, "lengths", "int64", owner=handle)
@@ -192,6 +222,7 @@ def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
     return flow_out
 
 
+@_host_memory_guarded
 def TensorArraySizeV3(handle, flow_in, name=None):
     """The current number of slots, as an int32 scalar in host memory (TensorFlow's
     HostMemory("size")): reading it never waits for the device."""
@@ -212,11 +243,13 @@ def _new_flow(backend):
     return zero.view()              # a new array object over the same bytes: no device work
 
 
+@_host_memory_guarded
 def TensorArrayCloseV3(handle, name=None):
     """Release the array's storage; later ops fail with 'has already been closed'."""
     registry.close(_resource_key(handle))
 
 
+@_host_memory_guarded
 def TensorArrayGradV3(handle, flow_in, source, name=None):
     """The gradient array of (``handle``, ``source``), created on first use -> (grad_handle, flow_out)."""
     source = _attr_string(source, "source", handle)
@@ -224,6 +257,7 @@ def TensorArrayGradV3(handle, flow_in, source, name=None):
     return TensorArrayGradV3Output(grad_handle, _new_flow(_lookup(grad_handle).backend))
 
 
+@_host_memory_guarded
 def TensorArrayGradWithShape(handle, flow_in, shape_to_prepend, source, name=None):
     """As TensorArrayGradV3, the gradient element shape prefixed by ``shape_to_prepend``."""
     source = _attr_string(source, "source", handle)

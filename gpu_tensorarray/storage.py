@@ -24,8 +24,8 @@ from types import MappingProxyType
 
 from . import dtypes, messages
 from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError
-from .host import (INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_all_equal, flags_at,
-                   has_duplicates, index_vector, repeats)
+from .host import (FLAG_BYTES, INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_all_equal,
+                   flags_at, has_duplicates, index_vector, repeats)
 from .layouts import new_layout
 from .shapes import check_element_count, is_compatible, is_fully_defined, merge
 
@@ -146,7 +146,7 @@ class ArrayStorage:
         if self._unmarked_reads:
             view = flag_view(self._flags)
             # Plain assignments, no call: an interrupt cannot land between them.
-            view[:self._unmarked_reads] = _CLEARED_AFTER_READ if self.clear_after_read else _READ_VALUE
+            view[:self._unmarked_reads] = FLAG_BYTES[_CLEARED_AFTER_READ if self.clear_after_read else _READ_VALUE]
             self._unmarked_reads = 0
             self._attention = self._closed
             del view
@@ -523,8 +523,8 @@ class ArrayStorage:
             self._layout = layout
             self._flags = flags
             self._size = new_size
-            view[first:new_size] = WRITTEN
-            view[soft_slots] = WRITTEN
+            view[first:new_size] = FLAG_BYTES[WRITTEN]
+            view[soft_slots] = FLAG_BYTES[WRITTEN]
             self._written_count += made_count
         if self.clear_after_read:
             self._cleared_count += count         # distinct and uncleared: the plan checked
@@ -532,7 +532,7 @@ class ArrayStorage:
             self._unmarked_reads = new_size
             self._attention = True
         else:
-            view[selected] = mark
+            view[selected] = FLAG_BYTES[mark]
         self._element_shape = element_shape
         self._accepted_shape = accepted
         del view
@@ -616,7 +616,7 @@ class ArrayStorage:
 
     # -- TensorArrayConcatV3 -------------------------------------------------------------------
     def concat(self, dtype, element_shape_except0):
-        """docs/semantics.md §2.7 steps 2-9. Returns (value, lengths as a list of ints)."""
+        """docs/semantics.md §2.7 steps 2-9. Returns (value, lengths as a host int64 vector)."""
         self.check_requested_dtype(dtype)                                      # 2
         with self._lock, self._on_device:
             if self._attention:                                               # 3
@@ -625,7 +625,7 @@ class ArrayStorage:
             if count == 0:                                                    # 5
                 if not is_fully_defined(element_shape_except0):
                     raise messages.empty_concat_shape(self, element_shape_except0)
-                return self._layout.zeros((0,) + element_shape_except0), []
+                return self._layout.zeros((0,) + element_shape_except0), index_vector(())
             if count < 0:                                                     # 6: TF crashes here (§6.2)
                 raise messages.concat_unmarked(self)
             plan = self._plan_reads(range(count), self._element_shape)       # 7
@@ -639,8 +639,9 @@ class ArrayStorage:
                         raise messages.concat_shape(self, element_shape_except0, shape)
                 elif shape[1:] != first[1:]:
                     raise messages.concat_inconsistent(self, first, index, shape)
+            lengths = index_vector([shape[0] for shape in shapes])           # before the reads are marked
             value = self._commit_reads(range(count), plan, lambda layout: layout.prepare_concat(shapes))  # 9
-            return value, [shape[0] for shape in shapes]
+            return value, lengths
 
     # -- writes of many slots: Scatter and Split -----------------------------------------------
     def _plan_writes(self, indices, shapes):
@@ -728,6 +729,7 @@ class ArrayStorage:
             raise messages.out_of_memory(self, error) from None
         # Everything is allocated: from here on nothing fails (see "the commit" above).
         view = flag_view(grown)
+        marks = view[indices] | _STORED if mark is None else FLAG_BYTES[mark]    # (allocated before any change)
         try:
             change()
         except BaseException:
@@ -741,10 +743,7 @@ class ArrayStorage:
         self._marked_size = marked_size
         self._written_count += written
         self._soft_count -= filled
-        if mark is None:
-            view[indices] |= _STORED
-        else:
-            view[indices] = mark
+        view[indices] = marks
         del view
 
     def _prepare_store_rows(self, indices, rows, new_size, targets=None):

@@ -8,12 +8,18 @@ ResourceExhaustedError (never a bare MemoryError) and leave its array bitwise as
 was: every slot's state, shape and value bytes, read through the public face
 (``size``, ``element_shape``, ``slot_state``), which never clears a slot.
 
-The three last tests: creating 2**31-1 slots checks the flags' allocation before
-making it; a gradient array's gather past its end peaks near what was admitted;
-closing a forward array releases its gradient arrays.
+The last tests: creating 2**31-1 slots checks the flags' allocation before making it; a
+gradient array's gather past its end peaks near what was admitted; closing a forward
+array releases its gradient arrays; and under a real address-space limit (RLIMIT_AS),
+an op whose host temporaries (the plans of its checks, index vectors, flag masks) find
+no memory raises ResourceExhaustedError and changes nothing.
 """
 
 import gc
+import os
+import subprocess
+import sys
+import textwrap
 import time
 import tracemalloc
 
@@ -189,3 +195,47 @@ def test_closing_a_forward_array_releases_its_gradient_arrays(backend):
     with pytest.raises(errors.NotFoundError):
         registry.lookup(grad_name)
     assert forward.array.closed
+
+
+_UNDER_A_MEMORY_LIMIT = textwrap.dedent("""
+    import resource
+    import numpy as np
+    from gpu_tensorarray import errors, raw_ops as ro
+    N = 1_000_000
+
+    def vmsize():
+        return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize"))
+
+    big, flow = ro.TensorArrayV3(size=N, dtype=np.float32, element_shape=[1])
+    ro.TensorArraySplitV3(big, np.arange(N, dtype=np.float32), np.ones(N, np.int64), flow)
+    grad, gflow = ro.TensorArrayGradV3(big, flow, "gradients")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    for op in (lambda: ro.TensorArrayConcatV3(big, flow, np.float32),
+               lambda: ro.TensorArrayScatterV3(grad, np.arange(N), np.ones((N, 1), np.float32), gflow)):
+        resource.setrlimit(resource.RLIMIT_AS, (vmsize() + (4 << 20), hard))   # 4 MiB more: no room for plans
+        try:
+            op()
+            print("no error")
+        except errors.ResourceExhaustedError as error:
+            print("ResourceExhaustedError", "host memory ran out" in str(error))
+        except BaseException as error:
+            print(type(error).__name__)
+        finally:
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+    state = big.array.slot_state(0)
+    print(state.read, state.cleared, grad.array.slot_state(0).value is None)
+    value, lengths = ro.TensorArrayConcatV3(big, flow, np.float32)      # as if nothing had happened
+    print(value[:3].tolist(), int(lengths.sum()))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status and limits RLIMIT_AS")
+def test_host_temporaries_out_of_memory_are_resource_exhausted_and_change_nothing():
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gta.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
+               GPU_TENSORARRAY_BACKEND="numpy")
+    done = subprocess.run([sys.executable, "-c", _UNDER_A_MEMORY_LIMIT], capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[:4] == ["ResourceExhaustedError True", "ResourceExhaustedError True",
+                                             "False False True", "[0.0, 1.0, 2.0] 1000000"], done.stdout
