@@ -20,7 +20,6 @@ import sys
 import numpy as np
 
 from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, shown
-from .host import INT64_MAX
 
 __all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
            "exact_identity", "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES",
@@ -234,6 +233,7 @@ def python_value_dtype(host_array, value):
 
 
 _FLOAT16 = np.dtype("float16")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _all_float16_scalars(value):
@@ -260,7 +260,7 @@ def object_value_problem(host_array, value):
             continue
         numbers += 1
         if isinstance(element, int) and not isinstance(element, bool) \
-                and not -INT64_MAX - 1 <= element <= INT64_MAX:
+                and not _INT64_MIN <= element <= _INT64_MAX:
             # as python_value_dtype words 2**63 and above, which NumPy holds as uint64
             return f"Cannot convert {shown(value)} to a tensor: {element} does not fit in int64"
         if not isinstance(element, (bool, int, float, complex, np.number, np.bool_)):

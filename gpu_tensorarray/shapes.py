@@ -9,10 +9,11 @@ import operator
 import numpy as np
 
 from .errors import InvalidArgumentError, about, described, shown
-from .host import INT64_MAX
 
 __all__ = ["as_partial_shape", "check_element_count", "format_shape", "is_fully_defined", "is_compatible", "merge"]
 
+
+_INT64_MAX = 2**63 - 1
 
 
 def as_partial_shape(spec, what="element_shape", owner=None):
@@ -35,7 +36,7 @@ def as_partial_shape(spec, what="element_shape", owner=None):
             elif dim is not None:
                 break
         else:
-            if bound > INT64_MAX:
+            if bound > _INT64_MAX:
                 _check_size(spec, owner)
             return spec
     try:
@@ -77,7 +78,7 @@ def _check_size(dims, owner, too_many="is too large (more than 2**63 - 1 entries
         if dim is None:
             return
         count *= dim
-        if count > INT64_MAX:
+        if count > _INT64_MAX:
             raise InvalidArgumentError(f"Shape {format_shape(dims)} {too_many}{about(owner)}")
 
 
