@@ -15,16 +15,14 @@ batched.
 
 The gradient array of an array is TensorArrayGradV3(handle, flow, source), made once
 per backward pass (per autograd graph task), whose source is minted for that pass: two
-passes, or two losses, never share an accumulator. With create_graph=True each rule
-runs as ops of this module on the gradient array, so they are themselves nodes, and the
+passes, or two losses, never share an accumulator. Each rule runs as ops of this module
+on the gradient array, so with create_graph=True they are themselves nodes, and the
 next pass differentiates them: an op on the gradient array for source S accumulates in
 the array's gradient array for source "S/S2" (TensorFlow refuses a gradient array of a
 gradient array; the forward array's own gradient array for the longer source has the
-same slots and shapes). Without create_graph nothing would record the rules' nodes, so
-each rule runs as the library TensorArray's op that this module's op wraps (write_value,
-read_value), without the nodes' bookkeeping. A pass's gradient arrays are closed when
-its graph task ends, whatever ends it: a callback autograd runs on success, or the same
-object's finalizer when the task is freed after an error or an interrupt.
+same slots and shapes). A pass's gradient arrays are closed when its graph task ends,
+whatever ends it: a callback autograd runs on success, or the same object's finalizer
+when the task is freed after an error or an interrupt.
 """
 
 import itertools
@@ -35,10 +33,9 @@ import torch
 from torch.autograd import Function
 
 from .. import raw_ops
-from ..errors import InvalidArgumentError
 from ..registry import registry
-from ..tensor_array import TensorArray as _LibraryTensorArray
-from .crossing import cuda_scope, to_backend, to_torch, torch_has_cuda, unsupported_transform
+from ..errors import InvalidArgumentError
+from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
            "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
@@ -46,17 +43,15 @@ __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT"
 #: The flow of an array no tracked write has reached: shared, never written to.
 ZERO_FLOW = torch.zeros((), dtype=torch.float32)
 
-# A write's kind, and a read's (stack is a gather of every slot): each read's gradient
-# rule is the write of the same number, and each write's the read (TensorFlow's rules).
-WRITE, SCATTER, SPLIT = 0, 1, 2
-READ, GATHER, CONCAT = 0, 1, 2
+WRITE, SCATTER, SPLIT = 0, 1, 2          # a tracked write's kind
+READ, GATHER, CONCAT = 0, 1, 2           # a read's kind (stack is a gather of every slot)
 
 _wrap = None                             # (library TensorArray, ArrayState) -> torch TensorArray
 
 
 def register_wrapper(wrap):
     """tensor_array.py's constructor of a torch TensorArray from a library one and a state:
-    with create_graph=True the rules run as that class's ops."""
+    the rules run as that class's ops."""
     global _wrap
     _wrap = wrap
 
@@ -107,7 +102,7 @@ class _Pass:
 
     def __init__(self, number):
         self.source = f"gradients_torch_{number}"
-        self.grads = {}                  # (root handle, path) -> the gradient array's library TensorArray
+        self.grads = {}                  # (root handle, path) -> (gradient array handle, its library TensorArray)
         self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
 
 
@@ -162,33 +157,26 @@ def _end_pass(task):
             registry.end_gradient(registry.lookup(root), path + backward_pass.source)
 
 
-def _gradient_of(ctx, create):
-    """The running pass's gradient array of the array a node ran on, as a library
-    TensorArray; None when it does not exist and ``create`` is false (no read of the array
-    has written a gradient in this pass)."""
+def _grad_array(ctx, flow, create):
+    """The torch TensorArray of the running pass's gradient array of the array a node ran
+    on, whose reads follow ``flow``; None when it does not exist and ``create`` is false
+    (no read of the array has written a gradient in this pass)."""
     root, path, library_flow = ctx.array
     backward_pass = _current_pass()
     key = (root, path)
-    library = backward_pass.grads.get(key)
-    if library is None:
+    made = backward_pass.grads.get(key)
+    if made is None:
         if not create:
             return None
         with cuda_scope(ctx.backend):
             handle, _ = raw_ops.TensorArrayGradV3(root, library_flow, path + backward_pass.source)
-        backward_pass.grads[key] = None             # at once: the pass's end closes it
-        forward = ctx.ta
-        library = _LibraryTensorArray(forward.dtype, handle=handle, flow=library_flow,
-                                      infer_shape=forward._infer_shape, mode="tf1")
-        library._shape_cell = forward._shape_cell   # TensorFlow's gradient arrays share it
-        backward_pass.grads[key] = library
-    return library
-
-
-def _recorded(ctx, library, flow):
-    """A pass's gradient array as a torch TensorArray whose ops are nodes (create_graph=True),
-    its reads following ``flow``."""
-    root, path, library_flow = ctx.array
-    return _wrap(library, ArrayState(root, f"{path}{_current_pass().source}/", library_flow, flow, internal=True))
+        backward_pass.grads[key] = made = (handle, None)       # at once: the pass's end closes it
+    handle, library = made
+    state = ArrayState(root, f"{path}{backward_pass.source}/", library_flow, flow, internal=True)
+    gradient = _wrap(ctx.ta, handle, state, library)
+    if library is None:                 # its library object, for the pass's next rule
+        backward_pass.grads[key] = (handle, gradient._ta)
+    return gradient
 
 
 def _failing(node):
@@ -218,25 +206,15 @@ class _WriteRun(Function):
     def backward(ctx, flow_grad):
         kinds, wheres, values = ctx.writes
         none = (flow_grad, None, None, None, None)
-        library = _gradient_of(ctx, create=False)
-        if library is None:                  # nothing read this array in this pass: zeros
+        gradient = _grad_array(ctx, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
+        if gradient is None:                 # nothing read this array in this pass: zeros
             return none + (None,) * len(values)
-        if torch.is_grad_enabled():          # create_graph=True: the reads are nodes
-            gradient = _recorded(ctx, library, ZERO_FLOW if flow_grad is None else flow_grad)
-
-            def read(kind, where):
-                return gradient._read(kind, where, "gradient")
-        else:
-            backend = ctx.backend
-
-            def read(kind, where):
-                return read_value(library, backend, kind, where)[0]
         if ctx.internal:
             rows = _current_pass().rows.setdefault(ctx.array[:2], {})
-            return none + _accumulated_grads(read, zip(kinds, wheres, values), rows)
+            return none + _accumulated_grads(gradient, zip(kinds, wheres, values), rows)
         # On a CPU backend without CUDA every value was a CPU tensor.
         same_device = ctx.backend.name != "cupy" and not torch_has_cuda()
-        return none + _value_grads(read, kinds, wheres, values, same_device)
+        return none + _value_grads(gradient, kinds, wheres, values, same_device)
 
 
 class _Reader(Function):
@@ -251,36 +229,34 @@ class _Reader(Function):
     @staticmethod
     @_failing
     def backward(ctx, grad):
-        library = _gradient_of(ctx, create=True)
-        if not torch.is_grad_enabled():
-            write_value(library, ctx.backend, ctx.kind, ctx.where, grad)     # the write of the read's kind
-            return None, None, None, None, None, None
-        # create_graph=True: the gradient array's writes chain from a fresh flow, and the
+        # The gradient array's writes chain from a fresh flow; with create_graph=True the
         # flow they return carries them to the writes' backward, which reads through it.
-        gradient, kind, where = _recorded(ctx, library, ZERO_FLOW), ctx.kind, ctx.where
+        gradient = _grad_array(ctx, ZERO_FLOW, create=True)
+        kind, where = ctx.kind, ctx.where
         if kind == READ:
             gradient = gradient.write(where, grad)
         elif kind == GATHER:
             gradient = gradient.scatter(where, grad)
         else:
             gradient = gradient.split(grad, where)
-        return gradient.flow, None, None, None, None, None
+        flow = gradient.flow if torch.is_grad_enabled() else None
+        return flow, None, None, None, None, None
 
 
-def _value_grads(read, kinds, wheres, values, same_device):
+def _value_grads(gradient, kinds, wheres, values, same_device):
     """The gradient of each write's value (the run's writes as three parallel lists): the
     gradient array's rows at its slots (write_grad: read; scatter_grad: gather; split_grad:
-    concat of the whole array; ``read(kind, where)`` reads the gradient array), one gather
-    for a run of writes and scatters of one element shape."""
+    concat of the whole array), one gather for a run of writes and scatters of one element
+    shape."""
     if len(values) > 1 and kinds.count(WRITE) == len(kinds):
         if len({value.shape for value in values}) == 1:
             # An int64 vector: the form the compiled gather takes.
-            rows = read(GATHER, np.array(wheres, np.int64))
+            rows = gradient.gather(np.array(wheres, np.int64))
             return rows.unbind(0) if same_device else tuple(_on(row, value) for row, value in zip(rows, values))
     elif len(values) > 1 and SPLIT not in kinds:
         shapes = {value.shape if kind == WRITE else value.shape[1:] for kind, value in zip(kinds, values)}
         if len(shapes) == 1 and all(kind == WRITE or value.shape[0] for kind, value in zip(kinds, values)):
-            rows = read(GATHER, np.concatenate([np.atleast_1d(where) for where in wheres]))
+            rows = gradient.gather(np.concatenate([np.atleast_1d(where) for where in wheres]))
             grads, start = [], 0
             for kind, value in zip(kinds, values):
                 count = 1 if kind == WRITE else value.shape[0]
@@ -290,17 +266,17 @@ def _value_grads(read, kinds, wheres, values, same_device):
     grads = []
     for kind, where, value in zip(kinds, wheres, values):
         if kind == WRITE:
-            grads.append(_on(read(READ, where), value))
+            grads.append(_on(gradient.read(where), value))
         elif value.shape[0] == 0 or (kind == SPLIT and len(where) == 0):
             grads.append(torch.zeros_like(value))   # nothing written: asking the array for nothing may fail
         elif kind == SCATTER:
-            grads.append(_on(read(GATHER, where), value))
+            grads.append(_on(gradient.gather(where), value))
         else:
-            grads.append(_on(read(CONCAT, None), value))
+            grads.append(_on(gradient.concat(), value))
     return tuple(grads)
 
 
-def _accumulated_grads(read, writes, rows):
+def _accumulated_grads(gradient, writes, rows):
     """The gradients of writes into a gradient array, whose writes to one slot add up:
     each addend's gradient is the slot's whole gradient. Several runs (and a scatter with
     repeated indices) ask for one slot: it is read once per pass and kept in ``rows``
@@ -308,7 +284,7 @@ def _accumulated_grads(read, writes, rows):
     def row(slot):
         value = rows.get(slot)
         if value is None:
-            value = rows[slot] = read(READ, slot)
+            value = rows[slot] = gradient.read(slot)
         return value
 
     grads = []
@@ -374,20 +350,6 @@ def _changed_after_write(ta, state, position):
 def tracked(state):
     """Whether a read of the state's array is a node: gradients flow and reach it."""
     return (state.pending or state.flow.requires_grad) and torch.is_grad_enabled()
-
-
-def write_value(ta, backend, kind, where, value):
-    """Write the torch tensor ``value`` into the library TensorArray ``ta`` as a write (``where``:
-    the index), a scatter (the indices) or a split (the lengths): a gradient rule's op when
-    nothing records it."""
-    with cuda_scope(backend):
-        value = to_backend(value, backend, ta.handle)
-        if kind == WRITE:
-            ta.write(where, value)
-        elif kind == SCATTER:
-            ta.scatter(where, value)
-        else:
-            ta.split(value, where)
 
 
 def read_value(ta, backend, kind, where):

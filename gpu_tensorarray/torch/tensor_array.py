@@ -73,11 +73,15 @@ class TensorArray:
         return result
 
     @staticmethod
-    def _wrap(library, state):
-        """A gradient array's torch TensorArray (its library TensorArray and state), for the
-        gradient rules under create_graph=True (autograd.py)."""
+    def _wrap(forward, handle, state, library=None):
+        """A gradient array's torch TensorArray, for the gradient rules (autograd.py);
+        ``library``: its library TensorArray, when an earlier rule of the pass made one."""
         result = _new(TensorArray)
-        result._ta, result._backend, result._state, result._n = library, library.handle.array.backend, state, 0
+        if library is None:
+            library = _LibraryTensorArray(forward.dtype, handle=handle, flow=state.array[2],
+                                          infer_shape=forward._infer_shape, mode="tf1")
+            library._shape_cell = forward._shape_cell
+        result._ta, result._backend, result._state, result._n = library, handle.array.backend, state, 0
         result._host = result._backend.name != "cupy"
         return result
 
