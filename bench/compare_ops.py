@@ -23,6 +23,8 @@ Cases (the call forms users write: keyword raw ops, ``np.int32`` indices, whole 
 - raw_write_np_int32_over_int, raw_read_np_int32_over_int, raw_write_np_int64_over_int,
   raw_read_np_int64_over_int: what a NumPy integer scalar index costs over a Python int, both
   forms timed in every round (the difference of their minimums over the rounds, in ns);
+- elman_T20_backward: the backward pass alone of the Elman step below at T=20 (each forward
+  untimed), the median of 25 passes per round (numpy backend only);
 - elman_T20, elman_T200, gru_T20: a training step of bench/torch_elman.py's Elman RNN and of
   examples/rnn_torch.py's GRU, each version's and a list + torch.stack model's, the
   median step; figures are the ratio to the list's step (numpy backend only).
@@ -239,35 +241,58 @@ def torch_write_growing(lib, backend, steps=20):
     return _timed(calls)
 
 
+def _elman_model(steps):
+    """(bench/torch_elman.py, its cell, the forward through this checkout's TensorArrays, the
+    list model's forward) for ``steps`` time steps."""
+    import torch
+    sys.path.insert(0, str(HERE))
+    try:
+        elman = importlib.import_module("torch_elman")
+    finally:
+        sys.path.remove(str(HERE))
+    from gpu_tensorarray.torch import TensorArray
+    torch.manual_seed(0)
+    cell = torch.nn.RNNCell(elman.FEATURES, elman.HIDDEN)
+    x = torch.randn(steps, elman.BATCH, elman.FEATURES)
+
+    def forward():
+        inputs = TensorArray(x.dtype, size=steps).unstack(x)
+        states = TensorArray(x.dtype, size=steps)
+        h = x.new_zeros((elman.BATCH, elman.HIDDEN))
+        for t in range(steps):
+            h = cell(inputs.read(t), h)
+            states = states.write(t, h)
+        return states.stack()
+
+    def forward_list():
+        h = x.new_zeros((elman.BATCH, elman.HIDDEN))
+        states = []
+        for x_t in x.unbind(0):
+            h = cell(x_t, h)
+            states.append(h)
+        return torch.stack(states)
+    return elman, cell, forward, forward_list
+
+
+def elman_backward(lib, backend, steps=20, passes=25):
+    """The Elman T=20 step's backward pass alone (each forward untimed): the median of ``passes``."""
+    elman, cell, forward, _ = _elman_model(steps)
+
+    def calls():
+        seconds = []
+        for _ in range(passes):
+            cell.zero_grad(set_to_none=True)
+            loss = elman.loss_of(forward())
+            start = time.perf_counter()
+            loss.backward()
+            seconds.append(time.perf_counter() - start)
+        return statistics.median(seconds)
+    return calls
+
+
 def _elman(steps):
     def make(lib, backend, checkout):
-        import torch
-        sys.path.insert(0, str(HERE))
-        try:
-            elman = importlib.import_module("torch_elman")
-        finally:
-            sys.path.remove(str(HERE))
-        from gpu_tensorarray.torch import TensorArray
-        torch.manual_seed(0)
-        cell = torch.nn.RNNCell(elman.FEATURES, elman.HIDDEN)
-        x = torch.randn(steps, elman.BATCH, elman.FEATURES)
-
-        def forward():
-            inputs = TensorArray(x.dtype, size=steps).unstack(x)
-            states = TensorArray(x.dtype, size=steps)
-            h = x.new_zeros((elman.BATCH, elman.HIDDEN))
-            for t in range(steps):
-                h = cell(inputs.read(t), h)
-                states = states.write(t, h)
-            return states.stack()
-
-        def forward_list():
-            h = x.new_zeros((elman.BATCH, elman.HIDDEN))
-            states = []
-            for x_t in x.unbind(0):
-                h = cell(x_t, h)
-                states.append(h)
-            return torch.stack(states)
+        elman, cell, forward, forward_list = _elman_model(steps)
 
         def step(forward):
             def round_():
@@ -293,7 +318,7 @@ PER_CALL = {"raw_write": raw_write, "raw_write_np_int32": lambda lib, b: raw_wri
             "raw_read": raw_read, "raw_read_np_int32": lambda lib, b: raw_read(lib, b, np.int32),
             "raw_stack": raw_stack, "scatter_small": scatter_small, "grad_scatter_add": grad_scatter_add,
             "grad_scatter_first": grad_scatter_first, "torch_read": torch_read, "torch_write": torch_write,
-            "torch_write_growing": torch_write_growing}
+            "torch_write_growing": torch_write_growing, "elman_T20_backward": elman_backward}
 
 
 def _over_int(case, index_type):
@@ -308,7 +333,7 @@ PAIRS = {f"{case.__name__}_np_{index_type.__name__}_over_int": _over_int(case, i
 STEPS = {"elman_T20": _elman(20), "elman_T200": _elman(200), "gru_T20": gru_t20}
 ROUNDS = {"elman_T200": 30, "gru_T20": 60, "elman_T20": 100}
 PER_CALL_ROUNDS, PAIR_ROUNDS = 15, 201       # a pair's difference is tens of ns: more rounds
-NUMPY_ONLY = {"torch_read", "torch_write", "torch_write_growing", *STEPS}
+NUMPY_ONLY = {"torch_read", "torch_write", "torch_write_growing", "elman_T20_backward", *STEPS}
 
 
 def measure(old, new, names, backend_name, rounds, runs=3):

@@ -329,6 +329,38 @@ def test_compare_ops_times_two_checkouts_in_one_process(tmp_path):
     assert int(pair[2]) > 150_000 and int(pair[1]) < 50_000, done.stdout    # old: a second 200 us sleep
 
 
+def test_compare_ops_times_the_backward_pass_alone(tmp_path):
+    """bench/compare_ops.py's elman_T20_backward times the Elman step's backward pass, not its
+    forward: a copy whose stack's backward node sleeps is the old one, and only its figure
+    shows the sleep; a copy whose reads sleep in the forward shows nothing."""
+    from gpu_tensorarray.testing import import_torch
+
+    import_torch()
+    import shutil
+    copies = {}
+    for name, module, patch in (
+            ("slow_backward", "autograd.py", "\nimport time as _time\n_backward = _Reader.backward\n\n\n"
+                                             "def _slow(ctx, grad):\n    _time.sleep(0.004)\n"
+                                             "    return _backward(ctx, grad)\n\n\n"
+                                             "_Reader.backward = staticmethod(_slow)\n"),
+            ("slow_forward", "tensor_array.py", "\nimport time as _time\n_read = TensorArray.read\n\n\n"
+                                                "def _slow(self, *args, **kwargs):\n    _time.sleep(0.0002)\n"
+                                                "    return _read(self, *args, **kwargs)\n\n\n"
+                                                "TensorArray.read = _slow\n")):
+        copy = copies[name] = tmp_path / name
+        shutil.copytree(os.path.join(_REPOSITORY, "gpu_tensorarray"), copy / "gpu_tensorarray",
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        with open(copy / "gpu_tensorarray" / "torch" / module, "a") as source:
+            source.write(patch)
+    for name, check in (("slow_backward", lambda ratio: ratio < 0.75), ("slow_forward", lambda ratio: 0.75 < ratio)):
+        done = subprocess.run([sys.executable, os.path.join(_REPOSITORY, "bench", "compare_ops.py"), str(copies[name]),
+                               _REPOSITORY, "--only", "elman_T20_backward", "--rounds", "1"],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        ratio = float(re.search(r"elman_T20_backward\s+([\d.]+) \[", done.stdout.split("new/old over")[1])[1])
+        assert check(ratio), (name, done.stdout)     # new/old: the old copy sleeps 4 ms a pass, or in reads
+
+
 def test_the_floor_tensor_array_computes_the_list_models_gradients():
     """bench/torch_floor.py's FloorTensorArray (the reference the bridge's step is set beside)
     must do the models' whole work: the Elman and GRU models through it give the weights'
