@@ -23,7 +23,7 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from . import dtypes, messages
-from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError
+from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError, described
 from .host import (FLAG_BYTES, INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_all_equal,
                    flags_at, has_duplicates, index_vector, repeats)
 from .layouts import new_layout
@@ -471,8 +471,9 @@ class ArrayStorage:
         """Reads of ``indices`` as ``plan`` (``_plan_reads``) says. First every allocation:
         a widened layout, grown flags, the result (``prepare_result(layout)`` -> a function
         that makes it), an undo point and last the room for soft zeros and growth; then
-        soft slots become zeros, the reads are marked and the element shape becomes
-        ``element_shape`` (None: as it is). Returns the result."""
+        soft slots become zeros and the result is made (a failure undoes the zeros), and
+        last the reads are marked and the element shape becomes ``element_shape`` (None: as
+        it is). Returns the result."""
         _, soft, new_size, grow_shape, elements = plan
         first = self._size
         changes = soft or new_size > first      # else nothing becomes soft or grows (a stack's common case)
@@ -497,9 +498,9 @@ class ArrayStorage:
                 undo = None
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
-        # Everything is allocated: from here on nothing fails (see "the commit" above).
-        # A stack's O(size) flag update waits for the next op (_attend), so stacking an
-        # array that is then dropped or closed costs O(1).
+        # Everything the op allocates is allocated (see "the commit" above). A stack's
+        # O(size) flag update waits for the next op (_attend), so stacking an array that
+        # is then dropped or closed costs O(1).
         stack = type(indices) is range and indices.start == 0 and len(indices) == new_size
         count = len(indices)
         selected = None if stack else _selector(indices)
@@ -508,16 +509,24 @@ class ArrayStorage:
             element_shape = self._element_shape
         accepted = self._accepted_shape if element_shape == self._element_shape and layout is live else None
         view = flag_view(flags) if changes or not stack else None     # (a stack's marks wait: _attend)
-        if undo is not None:
-            try:
+        try:
+            if undo is not None:
                 if new_size > first:
                     layout.set_shapes(range(first, new_size), grow_shape)
                 for shape, slots in soft:
                     layout.set_shapes(slots, shape)
                 layout.materialize(indices)
-            except BaseException:
+            # The result before the marks: a device may still find no memory for what its
+            # copy needs besides the result (a join of many small pieces uploads a table of
+            # their addresses), and that failure, as an interrupt, leaves the array as it was.
+            value = result()
+        except BaseException as error:
+            if undo is not None:
                 undo()
-                raise
+            if isinstance(error, MemoryError):
+                raise messages.out_of_memory(self, ResourceExhaustedError(
+                    f"OOM when making the result of a read on {self.backend.device}: {described(error)}")) from None
+            raise
         self._unread = False
         if changes:
             self._layout = layout
@@ -536,7 +545,7 @@ class ArrayStorage:
         self._element_shape = element_shape
         self._accepted_shape = accepted
         del view
-        return result()
+        return value
 
     def _readable_fast(self, indices, bounds):
         """Whether a gather of ``indices`` (a layout whose slots share one shape) needs

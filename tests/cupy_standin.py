@@ -940,10 +940,35 @@ def concatenate(tup, axis=0, out=None, dtype=None, casting="same_kind"):
     host = _device_operands(tup)
     if out is not None:
         _check_peer_access(out, _current_device())
+        _upload_concatenate_tables(tup, axis, out.dtype)
         _launched("concatenate")
         np.concatenate(host, axis=axis, out=out._a, dtype=dtype, casting=casting)
         return out
-    return _result(np.concatenate(host, axis=axis, dtype=dtype, casting=casting), "concatenate")
+    joined = np.concatenate(host, axis=axis, dtype=dtype, casting=casting)
+    made = _allocate(joined.shape, joined.dtype)
+    _upload_concatenate_tables(tup, axis, joined.dtype)
+    _launched("concatenate")
+    made._a[...] = joined
+    return made
+
+
+def _upload_concatenate_tables(arrays, axis, dtype):
+    """cupy/_core/_routines_manipulation.pyx, _concatenate: more than 8 arrays, all of the
+    output's dtype and under 2 MiB each on average, are joined by one kernel that reads a
+    table of their addresses, uploaded (core.array(ptrs): a pool allocation) after the
+    output exists; pieces of unequal extent along ``axis`` or not C-contiguous also upload
+    their offsets and strides (_concatenate_single_kernel). Fewer or larger arrays are
+    copied one by one, uploading nothing."""
+    arrays = list(arrays)
+    if len(arrays) <= 8 or any(array.dtype != dtype for array in arrays):
+        return
+    if sum(array.size for array in arrays) * np.dtype(dtype).itemsize >= 2 * 1024 * 1024 * len(arrays):
+        return
+    _upload(np.zeros(len(arrays), np.int64))                             # ptrs
+    extent = sum(array.shape[axis] for array in arrays) // len(arrays)
+    if not all(array._a.flags.c_contiguous and array.shape[axis] == extent for array in arrays):
+        _upload(np.zeros(len(arrays), np.int64))                         # cum_sizes
+        _upload(np.zeros((len(arrays), arrays[0].ndim), np.int64))       # x_strides
 
 
 def stack(tup, axis=0, out=None, dtype=None):

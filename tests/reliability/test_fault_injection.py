@@ -91,6 +91,45 @@ def test_every_failing_allocation_changes_nothing(backend, monkeypatch, name):
         assert gta.stats()["live_arrays"] <= live, "a failed op left an array behind"
 
 
+def _ragged_reads():
+    """(handle, a read of more than 8 of its slots that joins them) on a ragged array, whose
+    join is one ``concatenate``: slots 0-9 hold (128,) float32 rows (512 bytes, a pool
+    block each) and slot 10 a (256,) row; ``concat`` finds slots 0-10 out of order in storage
+    (written last to first)."""
+    handle, _ = new(11, "float32", element_shape=None)
+    for index in reversed(range(11)):
+        write(handle, index, np.full(256 if index == 10 else 128, index, np.float32))
+    return handle, {"gather": lambda: gather(handle, list(range(10))),
+                    "concat": lambda: ro.TensorArrayConcatV3(handle=handle, flow_in=0.0, dtype=np.float32)}
+
+
+@pytest.mark.parametrize("op", ["gather", "concat"])
+def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
+    """A read's result is made before its slots are marked read: CuPy's concatenate of more
+    than 8 small pieces uploads a table of their addresses, a pool allocation of its own
+    (not through the door), which a full device refuses. The read then raises
+    ResourceExhaustedError naming the array and leaves every slot as it was."""
+    if backend.name != "cupy":
+        pytest.skip("the device pool's own temporaries: the cupy backend")
+    import cupy
+    handle, reads = _ragged_reads()
+    before = snapshot(handle)
+    gc.collect()                            # the snapshot's device copies: back to the pool
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    result_bytes = 10 * 512 if op == "gather" else 12 * 512
+    pool.set_limit(size=pool.total_bytes() + result_bytes)    # the result fits; CuPy's table does not
+    try:
+        with pytest.raises(errors.ResourceExhaustedError, match=handle.name):
+            reads[op]()
+    finally:
+        pool.set_limit(size=0)
+    assert snapshot(handle) == before
+    value = host(reads[op]()[0] if op == "concat" else reads[op]())
+    rows = [np.full(256 if index == 10 else 128, index, np.float32) for index in range(11 if op == "concat" else 10)]
+    assert np.array_equal(value, np.concatenate(rows) if op == "concat" else np.stack(rows))
+
+
 def test_create_allocates_through_the_door(backend, monkeypatch):
     counted, error = run_with_door(backend, monkeypatch, lambda: new(5, "float32", element_shape=[2]))
     assert error is None and len(counted.calls) == 1, counted.calls      # the flags; the slab comes later
