@@ -239,7 +239,7 @@ class TensorArray:
     def concat(self, name: str | None = None) -> Tensor:
         """Every element joined along its first axis (elements may differ in it)."""
         element_shape = self.element_shape
-        except0 = element_shape[1:] if element_shape else None
+        except0 = None if element_shape is None else element_shape[1:]     # a scalar element: ()
         value, _ = raw_ops.TensorArrayConcatV3(self._handle, self._flow, self._dtype,
                                                element_shape_except0=except0)
         return value

@@ -542,6 +542,14 @@ def test_size_zero_concat_of_a_vector_element_shape(backend):
     assert_same(ta.concat(), np.zeros((0,), np.float32))
 
 
+@pytest.mark.parametrize("infer_shape", [False, True])
+def test_size_zero_concat_of_scalar_elements(backend, infer_shape):
+    # TensorFlow's class passes element_shape[1:], which for a known scalar shape is the
+    # known shape [] (fully defined), not an unknown one: TF returns float32 (0,).
+    ta = TensorArray("float32", size=0, element_shape=[], infer_shape=infer_shape)
+    assert_same(ta.concat(), np.zeros((0,), np.float32))
+
+
 def test_unstack_infer_shape_then_write_mismatch(backend):
     # TF test 45 (testUnpackShape), kernel-observable part.
     ta = TensorArray(dtype="float32", tensor_array_name="foo", size=0, dynamic_size=True, infer_shape=True)
