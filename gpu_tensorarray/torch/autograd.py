@@ -238,9 +238,23 @@ class _Reader(Function):
         elif kind == GATHER:
             gradient = gradient.scatter(where, grad)
         else:
-            gradient = gradient.split(grad, where)
+            gradient = _concat_grad(gradient, grad, where)
         flow = gradient.flow if torch.is_grad_enabled() else None
         return flow, None, None, None, None, None
+
+
+def _concat_grad(gradient, grad, lengths):
+    """concat_grad: ``gradient.split(grad, lengths)``. A gradient array's concat (a split's
+    gradient, differentiated again) covers only the slots its forward array's split marked, which
+    dynamic growth may have outgrown; the gradient array here has all of that array's slots, and
+    a split must cover them all: then the pieces go in slot by slot, adding up as the split's would."""
+    if len(lengths) == registry.lookup(gradient.handle).size:
+        return gradient.split(grad, lengths)
+    start = 0
+    for slot, length in enumerate(lengths.tolist()):
+        gradient = gradient.write(slot, grad[start:start + length])
+        start += length
+    return gradient
 
 
 def _value_grads(gradient, kinds, wheres, values, same_device):

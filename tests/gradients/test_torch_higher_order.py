@@ -1,9 +1,10 @@
 """gpu_tensorarray.torch at second and third order: with create_graph=True the backward runs
 as bridge ops that are themselves differentiable, so gradient penalties, Hessian-vector
 products and torch.autograd.gradgradcheck through every op (read, gather with repeated
-indices, stack, concat of ragged rows, unstack, scatter, split, dynamic growth, clear-after-
-read) equal the same program written with a Python list (float64, 1e-10 relative). On every
-backend of the ``backend`` fixture, the tensors built where the bridge's come out (``torch_device``).
+indices, stack, concat of ragged rows, unstack, scatter, split, dynamic growth, a split the
+array then outgrew, clear-after-read) equal the same program written with a Python list
+(float64, 1e-10 relative). On every backend of the ``backend`` fixture, the tensors built
+where the bridge's come out (``torch_device``).
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
@@ -149,6 +150,29 @@ def _recurrence_ref(p):
     return curved(torch.stack(rows))
 
 
+def _split_then_growth(p):
+    """A split's gradient is a concat of the gradient array covering the split's slots only; the
+    array then grew, so the next order's gradient array has more slots than that concat has pieces."""
+    ta = TensorArray(F64, size=0, dynamic_size=True, infer_shape=False).split(torch.sin(p[:3]), [1, 2])
+    ta = ta.write(2, p[3:] * p[0])
+    return curved(ta.concat())
+
+
+def _split_then_growth_ref(p):
+    return curved(torch.cat([torch.sin(p[:3]), p[3:] * p[0]]))
+
+
+def _split_then_growth_reads(p):
+    ta = TensorArray(F64, size=0, dynamic_size=True, clear_after_read=False).split(torch.sin(p[:3]), [1, 1, 1])
+    ta = ta.write(3, p[3:] * p[0])
+    return curved(ta.read(0)) + curved(ta.read(3), seed=2) + curved(ta.read(0), seed=3)
+
+
+def _split_then_growth_reads_ref(p):
+    rows = [torch.sin(p[:3])[0:1], p[3:] * p[0]]
+    return curved(rows[0]) + curved(rows[1], seed=2) + curved(rows[0], seed=3)
+
+
 PROGRAMS = {
     "read": (_read, _read_ref, (2, 3)),
     "gather_repeated": (_gather, _gather_ref, (4, 2)),
@@ -159,6 +183,8 @@ PROGRAMS = {
     "dynamic_growth": (_dynamic, _dynamic_ref, (2, 3)),
     "clear_after_read": (_clear_after_read, _clear_after_read_ref, (2, 3)),
     "recurrence": (_recurrence, _recurrence_ref, (2, 3)),
+    "split_then_growth": (_split_then_growth, _split_then_growth_ref, (4, 2)),
+    "split_then_growth_reads": (_split_then_growth_reads, _split_then_growth_reads_ref, (4, 2)),
 }
 
 
@@ -208,7 +234,7 @@ def test_hessian_vector_product_equals_the_list_model(backend, name):
     assert_close(hvp(ours, p, v), hvp(reference, p, v))
 
 
-@pytest.mark.parametrize("name", ["read", "gather_repeated", "split", "recurrence"])
+@pytest.mark.parametrize("name", ["read", "gather_repeated", "split", "recurrence", "split_then_growth"])
 def test_third_derivative_equals_the_list_model(backend, name):
     ours, reference, shape = PROGRAMS[name]
     p, v = _leaf(shape), _leaf(shape, seed=7).detach()
