@@ -87,27 +87,53 @@ def to_backend(value, backend, owner=None):
     if value.dtype not in _TO_LIBRARY:
         raise InvalidArgumentError(f"A torch tensor of dtype {value.dtype} cannot be stored; supported torch "
                                    f"dtypes: {_supported_torch_names()}{about(owner)}")
-    value = value.detach()
-    if value.is_conj():
-        value = value.resolve_conj()
-    if value.is_neg():
-        value = value.resolve_neg()
-    if backend.name == "cupy" and value.is_cuda:
-        cupy = sys.modules["cupy"]
-        # Inside cuda_scope: the tensor's producer and CuPy share the stream, so the
-        # DLPack hand-over waits for nothing. The array copies across devices if needed.
-        with cuda_scope_for_index(value.device.index):
-            return cupy.from_dlpack(value.contiguous())
-    if value.device.type != "cpu":
-        value = value.cpu()
-    return value.numpy()
+    try:
+        value = value.detach()
+        if value.is_conj():
+            value = value.resolve_conj()
+        if value.is_neg():
+            value = value.resolve_neg()
+        if backend.name == "cupy" and value.is_cuda:
+            cupy = sys.modules["cupy"]
+            # Inside cuda_scope: the tensor's producer and CuPy share the stream, so the
+            # DLPack hand-over waits for nothing. The array copies across devices if needed.
+            with cuda_scope_for_index(value.device.index):
+                return cupy.from_dlpack(value.contiguous())
+        if value.device.type != "cpu":
+            value = value.cpu()
+        return value.numpy()
+    except (RuntimeError, TypeError, BufferError):
+        # Which tensors cannot cross is asked only here, once one failed: the common path pays nothing.
+        refusal = _refusal(value, owner)
+        if refusal is None:
+            raise
+        raise refusal from None
+
+
+# Legacy vmap's batched tensors (older torch has no such query: its batched gradients fail as torch reports).
+_is_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda value: False)
+
+
+def _refusal(value, owner):
+    """The error for a tensor that cannot cross (None: it is not one of those)."""
+    if _is_legacy_batched(value):        # a gradient of torch.autograd.grad(is_grads_batched=True)
+        return unsupported_transform(owner)
+    if value.is_nested or value.layout != torch.strided:
+        what = "A nested tensor" if value.is_nested else f"A tensor of layout {value.layout}"
+    elif value.is_meta:
+        what = "A meta tensor (it has no data)"
+    else:
+        return None
+    return InvalidArgumentError(f"{what} cannot be stored: a TensorArray holds dense tensors (layout torch.strided, "
+                                f"with data: write a sparse tensor's value.to_dense()){about(owner)}")
 
 
 def unsupported_transform(owner=None):
     return UnimplementedError(
-        f"gpu_tensorarray.torch: TensorArray ops under torch.func transforms (grad, vmap, jacrev, ...) are not "
-        f"supported: differentiate with torch.autograd (backward, torch.autograd.grad; create_graph=True for "
-        f"higher orders){about(owner)}")
+        f"gpu_tensorarray.torch: TensorArray ops under torch.func transforms (grad, vmap, jacrev, ...) or with "
+        f"batched gradients (torch.autograd.grad(is_grads_batched=True), torch.autograd.functional's "
+        f"vectorize=True) are not supported: differentiate with torch.autograd, one gradient at a time (backward, "
+        f"torch.autograd.grad; create_graph=True for higher orders){about(owner)}")
 
 
 @functools.cache

@@ -435,6 +435,57 @@ def test_torch_func_transforms_are_refused_by_name(backend):
         torch.func.vmap(lambda row: tracked.read(0) * row)(torch.ones(2, 3, dtype=F64, device=torch_device()))
 
 
+@pytest.mark.parametrize("read", ["read", "stack", "concat"])
+def test_batched_gradients_are_refused_by_name(backend, read):
+    """torch.autograd.grad(is_grads_batched=True) and torch.autograd.functional's vectorize=True
+    run the backward under legacy vmap: each read's gradient rule (write, scatter, split into the
+    gradient array) refuses the batched gradient as the torch.func transforms are refused."""
+    def program(x):
+        ta = TensorArray(F64, size=3, infer_shape=False).unstack(x * 2)
+        return ta.read(1) if read == "read" else ta.stack() if read == "stack" else ta.concat()
+
+    x = leaves((3, 2))[0]
+    ta = TensorArray(F64, size=3, infer_shape=False).unstack(x * 2)
+    out = ta.read(1) if read == "read" else ta.stack() if read == "stack" else ta.concat()
+    batch = torch.eye(out.numel(), dtype=F64, device=torch_device()).reshape((out.numel(),) + out.shape)
+    with pytest.raises(gta.errors.UnimplementedError, match=r"is_grads_batched=True.*" + ta.handle.name):
+        torch.autograd.grad(out, x, batch, is_grads_batched=True)
+    assert open_passes() == 0
+    with pytest.raises(gta.errors.UnimplementedError, match="batched gradients"):
+        torch.autograd.functional.jacobian(program, x, vectorize=True)
+    assert open_passes() == 0
+    expected = torch.autograd.functional.jacobian(lambda x: torch.stack(list((x * 2).unbind(0))), x)
+    reference = {"read": expected[1], "stack": expected, "concat": expected.reshape(6, 3, 2)}[read]
+    assert torch.equal(torch.autograd.functional.jacobian(program, x), reference)    # one gradient at a time
+
+
+def _odd_tensor(kind):
+    dense = torch.eye(2, dtype=F64)
+    return {"meta": lambda: torch.empty(2, 2, dtype=F64, device="meta"), "sparse_coo": dense.to_sparse,
+            "sparse_csr": dense.to_sparse_csr, "sparse_coo_requiring_grad": lambda: dense.to_sparse().requires_grad_(),
+            "nested": lambda: torch.nested.nested_tensor(list(dense))}[kind]()
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("op", ["write", "unstack", "scatter", "split"])
+@pytest.mark.parametrize("kind", ["meta", "sparse_coo", "sparse_csr", "sparse_coo_requiring_grad", "nested"])
+def test_tensors_without_dense_data_are_refused_by_name(backend, mode, op, kind):
+    """Sparse, meta and nested tensors are InvalidArgumentError naming the array (as a dtype the
+    library lacks is), not torch's TypeError, NotImplementedError or RuntimeError; the array
+    takes a dense value in their place."""
+    if mode == "tf2" and (kind == "nested" or (kind.startswith("sparse") and op == "split")):
+        pytest.skip("mode tf2 asks a nested tensor's shape, and slices a split's value, before it crosses (tf2.py)")
+    ta = TensorArray(F64, size=2, mode=mode)
+    run = {"write": lambda value: ta.write(0, value), "unstack": lambda value: ta.unstack(value),
+           "scatter": lambda value: ta.scatter([0, 1], value), "split": lambda value: ta.split(value, [1, 1])}[op]
+    with pytest.raises(InvalidArgumentError, match="cannot be stored: a TensorArray holds dense tensors") as error:
+        run(_odd_tensor(kind))
+    assert f"TensorArray {ta.handle.name}" in str(error.value)
+    dense = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=F64, device=torch_device())
+    after = run(dense)
+    assert torch.equal(after.read(0) if op == "write" else after.concat() if op == "split" else after.stack(), dense)
+
+
 def test_reads_of_slots_written_before_stay_allowed(backend):
     x = leaves((3,))[0]
     first = TensorArray(F64, size=3, clear_after_read=False).write(0, x * 2)
