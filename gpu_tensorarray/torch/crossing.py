@@ -24,7 +24,8 @@ import torch
 from .. import dtypes
 from ..errors import InvalidArgumentError, UnimplementedError, about
 
-__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "cuda_scope", "host_value", "DIFFERENTIABLE", "unsupported_transform"]
+__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "cuda_scope", "host_value", "DIFFERENTIABLE",
+           "unsupported_transform", "refuse_tangent"]
 
 # torch dtype -> the library's dtype: the one table both directions use.
 _TO_LIBRARY = {
@@ -134,6 +135,19 @@ def unsupported_transform(owner=None):
         f"batched gradients (torch.autograd.grad(is_grads_batched=True), torch.autograd.functional's "
         f"vectorize=True) are not supported: differentiate with torch.autograd, one gradient at a time (backward, "
         f"torch.autograd.grad; create_graph=True for higher orders){about(owner)}")
+
+
+def refuse_tangent(value, owner):
+    """Inside a forward-AD dual level: UnimplementedError for a value that carries a tangent, which
+    the array would drop (its ops are recorded for reverse mode only)."""
+    if torch._C._are_functorch_transforms_active():      # torch.func.jvp, jacfwd: their own refusal
+        raise unsupported_transform(owner)
+    if isinstance(value, torch.Tensor) and torch.autograd.forward_ad.unpack_dual(value).tangent is not None:
+        raise UnimplementedError(
+            f"TensorArray {getattr(owner, 'name', owner)}: forward-mode AD (torch.autograd.forward_ad, a dual "
+            f"tensor) is not supported: the array would drop the value's tangent. Differentiate in reverse mode "
+            f"with torch.autograd (backward, torch.autograd.grad; torch.autograd.functional.jvp gives a "
+            f"Jacobian-vector product by reverse mode)")
 
 
 @functools.cache

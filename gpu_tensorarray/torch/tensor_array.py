@@ -15,7 +15,7 @@ from ..registry import registry
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
-from .crossing import as_dtype, cuda_scope, host_value, to_backend, torch_dtype, torch_has_cuda
+from .crossing import as_dtype, cuda_scope, host_value, refuse_tangent, to_backend, torch_dtype, torch_has_cuda
 from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
@@ -23,6 +23,8 @@ __all__ = ["TensorArray"]
 _new = object.__new__
 _raw_read = raw_ops.TensorArrayReadV3
 _is_grad_enabled = torch.is_grad_enabled
+# Inside a dual level (forward-mode AD) the level is >= 0: a value written then may carry a tangent.
+_forward_ad = torch.autograd.forward_ad
 
 
 class TensorArray:
@@ -184,6 +186,8 @@ class TensorArray:
         return state.count
 
     def write(self, index, value, name=None):
+        if _forward_ad._current_level >= 0:
+            refuse_tangent(value, self._ta.handle)
         if type(index) is not int:
             index = host_value(index)
         ta = self._ta
@@ -224,6 +228,8 @@ class TensorArray:
         return result
 
     def scatter(self, indices, value, name=None):
+        if _forward_ad._current_level >= 0:
+            refuse_tangent(value, self._ta.handle)
         indices = host_value(indices)
         backend = self._backend
         with cuda_scope(backend):
@@ -231,6 +237,8 @@ class TensorArray:
         return self._next(ta, self._track(SCATTER, value, lambda: _indices_and_slots(indices)))
 
     def unstack(self, value, name=None):
+        if _forward_ad._current_level >= 0:
+            refuse_tangent(value, self._ta.handle)
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.unstack(to_backend(value, backend, self._ta.handle))
@@ -238,6 +246,8 @@ class TensorArray:
         return self._next(ta, self._track(SCATTER, value, lambda: (np.arange(count, dtype=np.int64), range(count))))
 
     def split(self, value, lengths, name=None):
+        if _forward_ad._current_level >= 0:
+            refuse_tangent(value, self._ta.handle)
         lengths = host_value(lengths)
         backend = self._backend
         with cuda_scope(backend):

@@ -435,6 +435,52 @@ def test_torch_func_transforms_are_refused_by_name(backend):
         torch.func.vmap(lambda row: tracked.read(0) * row)(torch.ones(2, 3, dtype=F64, device=torch_device()))
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("op", ["write", "unstack", "scatter", "split"])
+def test_forward_mode_ad_is_refused_by_name(backend, mode, op):
+    """A dual tensor (torch.autograd.forward_ad) written into an array would lose its tangent (the
+    ops are recorded for reverse mode only): UnimplementedError naming the array, saying to use
+    reverse mode, whose JVP (torch.autograd.functional.jvp) equals the list model's."""
+    import torch.autograd.forward_ad as forward_ad
+
+    def run(ta, value):
+        return {"write": lambda: ta.write(0, value[0]).write(1, value[1]).stack(), "unstack": lambda: ta.unstack(value),
+                "scatter": lambda: ta.scatter([1, 0], value.flip(0)).stack(),
+                "split": lambda: ta.split(value.reshape(-1), [2, 2]).concat().reshape(2, 2)}[op]()
+
+    primal, tangent = weights(2, 2), weights(2, 2, seed=2)
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(primal, tangent)
+        ta = TensorArray(F64, size=2, mode=mode)
+        with pytest.raises(gta.errors.UnimplementedError, match="forward-mode AD.*reverse mode") as error:
+            run(ta, torch.sin(dual))
+        assert f"TensorArray {ta.handle.name}:" in str(error.value)
+        # Values without a tangent are fine inside a dual level: their tangent is zero.
+        plain = TensorArray(F64, size=2, mode=mode, clear_after_read=False).unstack(primal)
+        assert torch.equal(forward_ad.unpack_dual(plain.read(1) * dual[1]).tangent, primal[1] * tangent[1])
+
+    def ours(x):
+        out = run(TensorArray(F64, size=2, mode=mode), torch.sin(x))
+        return out.stack() if op == "unstack" else out
+
+    ours_jvp = torch.autograd.functional.jvp(ours, primal, tangent)[1]
+    assert torch.allclose(ours_jvp, torch.cos(primal) * tangent, rtol=1e-12, atol=0)
+
+
+def test_forward_over_reverse_is_refused_by_name(backend):
+    """A dual gradient given to a backward pass reaches the gradient array's write: refused, the pass closed."""
+    import torch.autograd.forward_ad as forward_ad
+
+    x = leaves((2, 3))[0]
+    ta = TensorArray(F64, size=2).unstack(x * 2)
+    stacked = ta.stack()
+    with forward_ad.dual_level():
+        dual = forward_ad.make_dual(torch.ones_like(stacked), torch.ones_like(stacked))
+        with pytest.raises(gta.errors.UnimplementedError, match=f"TensorArray {ta.handle.name}@.*forward-mode AD"):
+            torch.autograd.grad(stacked, x, dual)
+    assert open_passes() == 0
+
+
 @pytest.mark.parametrize("read", ["read", "stack", "concat"])
 def test_batched_gradients_are_refused_by_name(backend, read):
     """torch.autograd.grad(is_grads_batched=True) and torch.autograd.functional's vectorize=True
