@@ -26,6 +26,7 @@ when the task is freed after an error or an interrupt.
 """
 
 import itertools
+import secrets
 import threading
 
 import numpy as np
@@ -97,11 +98,16 @@ def check_current(ta, state, n, slots, method):
 
 # -- backward passes and their sources ---------------------------------------------------------
 
+# In every pass's source: a gradient array a user makes with a source of their own (ta.grad)
+# is never one a pass adds into, whatever name they choose.
+_SOURCE_TAG = secrets.token_hex(4)
+
+
 class _Pass:
     __slots__ = ("source", "grads", "rows")
 
     def __init__(self, number):
-        self.source = f"gradients_torch_{number}"
+        self.source = f"gradients_torch_{_SOURCE_TAG}_{number}"
         self.grads = {}                  # (root handle, path) -> (gradient array handle, its library TensorArray)
         self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
 
@@ -379,5 +385,5 @@ def read_value(ta, backend, kind, where):
             return to_torch(ta.gather(where), backend), where
         element_shape = ta.element_shape
         value, lengths = raw_ops.TensorArrayConcatV3(
-            ta.handle, ta.flow, ta.dtype, element_shape_except0=element_shape[1:] if element_shape else None)
+            ta.handle, ta.flow, ta.dtype, element_shape_except0=None if element_shape is None else element_shape[1:])
         return to_torch(value, backend), lengths

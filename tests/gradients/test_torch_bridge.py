@@ -732,3 +732,25 @@ def test_cuda_tensors_stay_on_device_and_stream():
         y = torch.ones(2, device="cuda:0", dtype=F64)
         on_one = TensorArray(F64, size=1, device="cuda:1").write(0, y)
         assert on_one.read(0).device == torch.device("cuda:1")
+
+
+def test_size_zero_concat_of_scalar_elements(backend):
+    """A known scalar element shape is passed on as element_shape_except0 [] (known), as
+    TensorFlow's class does: a size-0 concat is an empty vector, not an error."""
+    ta = TensorArray(torch.float32, size=0, element_shape=[], infer_shape=False)
+    value = ta.concat()
+    assert value.dtype == torch.float32 and tuple(value.shape) == (0,)
+
+
+def test_a_users_own_gradient_source_is_never_a_passs(backend):
+    """A gradient array the user makes (ta.grad) with a source named like the bridge's, for the
+    next passes, is not the one a pass adds into: x gets the list model's gradient."""
+    from gpu_tensorarray.torch import autograd
+
+    x = torch.ones(2, dtype=F64, requires_grad=True)
+    ta = TensorArray(F64, size=2).write(0, x * 1).write(1, x * 2)
+    upcoming = next(autograd._pass_numbers) + 1
+    for number in range(upcoming, upcoming + 3):
+        ta.grad(f"gradients_torch_{number}").write(0, torch.full((2,), 100.0, dtype=F64))
+    ta.stack().sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
