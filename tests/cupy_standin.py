@@ -384,9 +384,9 @@ def get_default_memory_pool():
     return _pools[_current_device()]
 
 
-def _allocate(shape, dtype, fill=POISON, order="C"):
+def _allocate(shape, dtype, fill=POISON, order="C", strides=None):
     """A fresh allocation of ``shape`` on the current device, through its pool, in C or
-    Fortran ``order``."""
+    Fortran ``order`` (or with ``strides``, a dense layout of another axis order)."""
     dtype = np.dtype(dtype)
     shape = tuple(int(extent) for extent in shape)
     count = 1
@@ -412,7 +412,10 @@ def _allocate(shape, dtype, fill=POISON, order="C"):
         _pools[device].free(nbytes, stream.name)
         raise OutOfMemoryError(nbytes, _pools[device].used_bytes(), _pools[device].get_limit()) from None
     weakref.finalize(root, _pools[device].free, nbytes, stream.name)      # its arena: the allocating stream's
-    data = root[:nbytes].view(dtype).reshape(shape, order="F" if order in ("F", "f") else "C")
+    if strides is not None and count:
+        data = np.lib.stride_tricks.as_strided(root[:nbytes].view(dtype), shape, strides)
+    else:
+        data = root[:nbytes].view(dtype).reshape(shape, order="F" if order in ("F", "f") else "C")
     return ndarray._wrap(data, device)
 
 
@@ -485,11 +488,12 @@ def _launched(what):
 
 
 def _result(host, what):
-    """A new device array on the current device holding ``host`` (what a kernel made)."""
-    _launched(what)
+    """A new device array on the current device holding ``host`` (what a kernel made, into
+    memory allocated before it ran)."""
     if not isinstance(host, np.ndarray):
         host = np.asarray(host)
     out = _allocate(host.shape, host.dtype)
+    _launched(what)
     out._a[...] = host
     return out
 
@@ -680,17 +684,57 @@ class ndarray:
             self._a[...] = value
 
     def copy(self, order="C"):
-        # cupy/_core/core.pyx, ndarray.copy: into the current device, from any device.
+        # cupy/_core/core.pyx, ndarray.copy: into the current device, from any device. On the
+        # array's device, an elementwise copy (astype). From another device: first, with that
+        # device current (runtime.setDevice), astype(order=order, copy=False), which is the
+        # array itself when already in that order, else a copy made there (its pool, a kernel on
+        # its current stream); then a cudaMemcpyAsync of that on the current device's current
+        # stream (MemoryPointer.copy_from_device_async), ordered after nothing on the other's.
         device = _current_device()
-        if self._device != device and self.size and not (self._a.flags.c_contiguous or self._a.flags.f_contiguous):
+        if self.size == 0 or self._device == device:
+            return self._astype(self.dtype, order=order, copy=True)
+        _set_device(self._device)
+        try:
+            staged = self._astype(self.dtype, order=order, copy=None)
+        finally:
+            _set_device(device)
+        flags = staged._a.flags
+        if not (flags.c_contiguous or flags.f_contiguous):
             raise NotImplementedError("CuPy cannot copy non-contiguous array between devices.")
-        return _result(np.array(self._a, order=order), "copy")
+        out = _allocate(staged.shape, staged.dtype, order="C" if flags.c_contiguous else "F")
+        _note("copy", device, get_current_stream(), "device to device")
+        out._a[...] = staged._a
+        return out
 
     def astype(self, dtype, order="K", casting=None, subok=None, copy=True):
-        if not copy and np.dtype(dtype) == self.dtype:
+        # cupy/_core/core.pyx, ndarray.astype: copy=False is _astype's copy=None.
+        if casting is not None:
+            raise TypeError("casting is not supported yet")
+        if subok is not None:
+            raise TypeError("subok is not supported yet")
+        return self._astype(dtype, order, copy=True if copy else None)
+
+    def _astype(self, dtype, order="K", copy=True):
+        # cupy/_core/core.pyx, _ndarray_base._astype: the array itself when no cast is needed,
+        # ``copy`` is not True and the array is laid out in ``order`` already; copy=False then
+        # raises where a copy is needed (copy=None copies). The copy: a new array in ``order``
+        # on the current device, filled by an elementwise kernel (none for an empty array).
+        dtype = np.dtype(dtype)
+        order = "K" if order is None else order.upper()
+        c_order, f_order = self._a.flags.c_contiguous, self._a.flags.f_contiguous
+        if dtype == self.dtype and not copy and (order == "K" or order == "A" and (c_order or f_order)
+                                                 or order == "C" and c_order or order == "F" and f_order):
             return self
-        _check_peer_access(self, _current_device())
-        return _result(self._a.astype(dtype), "astype")
+        if copy is False:
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
+        if self.size:
+            _check_peer_access(self, _current_device())
+        host = self._a.astype(dtype, order=order)
+        out = _allocate(host.shape, dtype, strides=host.strides)
+        if self.size:
+            _launched("copy" if dtype == self.dtype else "astype")
+            out._a[...] = host
+        return out
 
     def view(self, dtype=None):
         return self._view(self._a if dtype is None else self._a.view(dtype))

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from . import kernel_sources
-from ..errors import AbortedError, UnavailableError
+from ..errors import AbortedError, ResourceExhaustedError, UnavailableError
 from .base import Backend
 from .device_guard import DeviceScope
 from .kernel_rows import KernelRows
@@ -264,6 +264,11 @@ class CupyBackend(KernelRows, Backend):
         if value.device.id == self._device.id:
             return value
         with value.device:
+            if value.size and not value.flags.c_contiguous:
+                # CuPy's copy() across devices first makes a C-contiguous copy on the value's
+                # device, by a kernel on that device's current stream (core.pyx, copy): made
+                # here, so that the event below comes after it.
+                value = self._staged(value)
             # The value is ready in the order of its device's current stream: the copy
             # (on this device's current stream) comes after what that stream has queued.
             ready = cupy.cuda.Event(disable_timing=True)
@@ -271,6 +276,15 @@ class CupyBackend(KernelRows, Backend):
         with self._device:
             cupy.cuda.get_current_stream().wait_event(ready)
             return value.copy()                   # CuPy copies across devices into the current one
+
+    def _staged(self, value):
+        """A C-contiguous copy of ``value`` made on its own device, which is current: the
+        allocation door's error (allocate()'s), naming that device, when it has no room."""
+        try:
+            return cupy.ascontiguousarray(value)
+        except self.out_of_memory_errors as error:
+            raise ResourceExhaustedError(f"OOM when allocating a contiguous copy of a value ({value.nbytes} bytes) "
+                                         f"on cuda:{value.device.id}: {error}") from None
 
     def to_numpy(self, array):
         if not isinstance(array, cupy.ndarray):

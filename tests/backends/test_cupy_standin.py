@@ -92,6 +92,27 @@ def test_work_on_another_devices_array_fails_without_peer_access():
     assert copied.device.id == 0
 
 
+def test_a_strided_copy_from_another_device_is_made_contiguous_there_first():
+    # core.pyx, copy(): astype(order, copy=False) with the array's device current (its pool,
+    # a kernel on its current stream), then a memcpy on the current device's stream.
+    with cupy.cuda.Device(1):
+        strided = cupy.arange(8, dtype=F32)[::2]
+        fortran = cupy.arange(6, dtype=F32).reshape(3, 2).T           # F-contiguous
+        stream = cupy.cuda.Stream(non_blocking=True)
+        stream.use()
+    with cupy.recording() as log:
+        copied = strided.copy()
+    assert copied.device.id == 0 and copied.get().tolist() == [0, 2, 4, 6]
+    assert [entry[:3] for entry in log if entry[0] in ("alloc", "launch", "copy")] == [
+        ("alloc", 1, stream.name), ("launch", 1, stream.name), ("alloc", 0, "null"), ("copy", 0, "null")]
+    with cupy.counting() as delta:
+        kept = fortran.copy(order="K")                                 # already in order K: a memcpy only
+    assert kept.flags.f_contiguous and delta()["launches"] == 0
+    np.testing.assert_array_equal(kept.get(), np.arange(6, dtype=F32).reshape(3, 2).T)
+    with pytest.raises(NotImplementedError, match="non-contiguous"):
+        strided.copy(order="K")                                        # K: the array itself, strided
+
+
 def _kernel():
     name = kernel_sources.name_expression("gather_rows", "float32")
     module = cupy.RawModule(code=kernel_sources.module_source(), options=("--std=c++17",),

@@ -206,9 +206,45 @@ def test_a_value_from_another_device_is_copied_after_its_devices_stream(standin)
                 ro.TensorArrayWriteV3(handle, 0, value, flow)
     record = log.index(("record", 1, producer.name, None))
     wait = next(i for i, entry in enumerate(log) if entry[:2] == ("wait", 0) and entry[3] == producer.name)
-    copy = next(i for i, entry in enumerate(log) if entry[:2] == ("launch", 0) and entry[3] == "copy")
+    # A contiguous value crosses by a memcpy on device 0's stream (core.pyx's copy()), no kernel.
+    copy = log.index(("copy", 0, "null", "device to device"))
     assert record < wait < copy, log
+    assert not [entry for entry in log if entry[:2] == ("launch", 1)], log
     assert gta.to_numpy(ro.TensorArrayReadV3(handle, 0, flow, F32)).tolist() == [0, 1, 2, 3]
+
+
+@on_standin
+def test_a_strided_value_from_another_device_is_made_contiguous_there_before_its_event(standin):
+    # CuPy copies a non-contiguous array across devices by first making a C-contiguous copy
+    # on its device (a kernel on that device's current stream), then a memcpy on this one's:
+    # the event this device's stream waits on is recorded after that kernel, or the memcpy
+    # could read the staging buffer before it is written.
+    handle, flow = ro.TensorArrayV3(2, F32, element_shape=(4,))
+    with cupy.cuda.Device(1):
+        with cupy.cuda.Stream(non_blocking=True) as producer:
+            value = cupy.arange(8, dtype=F32)[::2]
+            with cupy.recording() as log:
+                ro.TensorArrayWriteV3(handle, 0, value, flow)
+    stage = log.index(("launch", 1, producer.name, "copy"))
+    record = log.index(("record", 1, producer.name, None))
+    wait = next(i for i, entry in enumerate(log) if entry[:2] == ("wait", 0) and entry[3] == producer.name)
+    copy = log.index(("copy", 0, "null", "device to device"))
+    assert stage < record < wait < copy, log
+    assert ("alloc", 1, producer.name, 16) in log[:stage], log        # the staging buffer: device 1's pool
+    assert gta.to_numpy(ro.TensorArrayReadV3(handle, 0, flow, F32)).tolist() == [0, 2, 4, 6]
+
+
+@on_standin
+def test_a_strided_value_from_a_full_device_fails_as_resource_exhausted(standin):
+    handle, flow = ro.TensorArrayV3(2, F32, element_shape=(4,))
+    flow = ro.TensorArrayWriteV3(handle, 1, np.ones(4, F32), flow)
+    with cupy.cuda.Device(1):
+        value = cupy.arange(8, dtype=F32)[::2]
+        pool = cupy.get_default_memory_pool()
+        pool.set_limit(size=pool.used_bytes())      # nothing more on device 1
+    with pytest.raises(gta.errors.ResourceExhaustedError, match="cuda:1"):
+        ro.TensorArrayWriteV3(handle, 0, value, flow)
+    assert gta.to_numpy(ro.TensorArrayReadV3(handle, 1, flow, F32)).tolist() == [1, 1, 1, 1]
 
 
 # -- interrupts: what an op held goes only once other streams are ordered ---------------------------
