@@ -161,6 +161,15 @@ def _synchronize_device(index):
     _note("sync", index, None, "device")
 
 
+def _device_stack():
+    """cupy/cuda/device.pyx, _ThreadLocalStack: the devices ``with Device(...)`` saved, one
+    stack per thread (not per Device object: one object may be entered by many threads)."""
+    stack = _thread.__dict__.get("device_stack")
+    if stack is None:
+        stack = _thread.device_stack = []
+    return stack
+
+
 class Device:
     """cupy/cuda/device.pyx: ``with Device(i):`` makes i current and restores the
     previous device on exit (a stack per thread); ``id``, ``compute_capability``."""
@@ -172,17 +181,17 @@ class Device:
             device = device.id
         _check_ordinal(int(device))
         self.id = int(device)
-        self._previous = []
 
     compute_capability = COMPUTE_CAPABILITY
 
     def __enter__(self):
-        self._previous.append(_current_device())
+        # device.pyx, Device.__enter__/__exit__: the current device pushed on the thread's stack.
+        _device_stack().append(_current_device())
         _set_device(self.id)
         return self
 
     def __exit__(self, *exc_info):
-        _set_device(self._previous.pop())
+        _set_device(_device_stack().pop())
         return False
 
     def use(self):

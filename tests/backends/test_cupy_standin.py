@@ -6,6 +6,7 @@ Runs where the stand-in is CuPy; on a GPU the real CuPy is in use and this modul
 """
 
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -111,6 +112,37 @@ def test_a_strided_copy_from_another_device_is_made_contiguous_there_first():
     np.testing.assert_array_equal(kept.get(), np.arange(6, dtype=F32).reshape(3, 2).T)
     with pytest.raises(NotImplementedError, match="non-contiguous"):
         strided.copy(order="K")                                        # K: the array itself, strided
+
+
+def test_one_device_object_entered_by_two_threads_restores_each_threads_device():
+    # device.pyx, _ThreadLocalStack: the saved devices are a stack per thread, so threads
+    # sharing one Device object (as the backend's self._device is) get their own back.
+    device_0 = cupy.cuda.Device(0)
+    a_inside, b_inside, a_left = threading.Event(), threading.Event(), threading.Event()
+    after = {}
+
+    def a():                                # from device 1: inside first, out first
+        cupy.cuda.runtime.setDevice(1)
+        with device_0:
+            a_inside.set()
+            b_inside.wait(10)
+        after["a"] = cupy.cuda.runtime.getDevice()
+        a_left.set()
+
+    def b():                                # from device 0: enters while a is inside
+        cupy.cuda.runtime.setDevice(0)
+        a_inside.wait(10)
+        with device_0:
+            b_inside.set()
+            a_left.wait(10)
+        after["b"] = cupy.cuda.runtime.getDevice()
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert after == {"a": 1, "b": 0}
 
 
 def _kernel():
