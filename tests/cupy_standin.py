@@ -940,25 +940,28 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, blocking=
     """cupy/_creation/from_data.py and core.pyx's array(): a device array (another
     device's is copied onto the current one); anything else goes through NumPy."""
     if isinstance(obj, ndarray):
-        if copy is False and (dtype is None or np.dtype(dtype) == obj.dtype):
-            return obj
-        if dtype is not None and np.dtype(dtype) != obj.dtype:
-            with Device(obj._device):
-                converted = obj.astype(dtype)
-            return converted if obj._device == _current_device() else converted.copy()
-        return obj.copy()
+        # core.pyx, _array_from_cupy_ndarray: on the current device, _astype(dtype, order, copy);
+        # another device's array is copied onto the current one (src.copy(order), whatever
+        # ``copy`` says) and cast there.
+        order = "K" if order is None else order
+        dtype = obj.dtype if dtype is None else dtype
+        if obj._device == _current_device():
+            return obj._astype(dtype, order=order, copy=copy)
+        return obj.copy(order=order)._astype(dtype, copy=None)
     if isinstance(obj, (list, tuple)) and any(isinstance(part, ndarray) for part in obj):
         return stack([asarray(part, dtype) for part in obj]) if obj else _upload(obj, dtype)
     return _upload(obj, dtype, "K" if order is None else order)
 
 
-def asarray(a, dtype=None, order=None, blocking=False):
-    # cupy/_creation/from_data.py: copy=False; a device array stays on its device.
-    return array(a, dtype, copy=False, order=order)
+def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
+    # cupy/_creation/from_data.py, asarray: core.array(a, dtype, copy, order): a device array
+    # of the current device is itself when no cast or reordering is needed; another device's
+    # is copied onto the current one.
+    return array(a, dtype, copy, order, blocking=blocking)
 
 
 def ascontiguousarray(a, dtype=None):
-    a = asarray(a, dtype)
+    a = a if isinstance(a, ndarray) else asarray(a, dtype)
     if a._a.flags.c_contiguous and (dtype is None or np.dtype(dtype) == a.dtype):
         return a
     _check_peer_access(a, _current_device())

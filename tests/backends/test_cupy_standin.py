@@ -114,6 +114,29 @@ def test_a_strided_copy_from_another_device_is_made_contiguous_there_first():
         strided.copy(order="K")                                        # K: the array itself, strided
 
 
+def test_asarray_copies_another_devices_array_onto_the_current_one():
+    # from_data.py, asarray (copy=None) -> core.pyx, _array_from_cupy_ndarray.
+    with cupy.cuda.Device(1):
+        on_1 = cupy.arange(4, dtype=F32)
+        strided_on_1 = cupy.arange(8, dtype=F32)[::2]
+    on_0 = cupy.arange(4, dtype=F32)
+    with cupy.recording() as log:
+        copied = cupy.asarray(on_1)
+    assert copied is not on_1 and copied.device.id == 0 and copied.get().tolist() == [0, 1, 2, 3]
+    assert [entry[:2] for entry in log if entry[0] in ("launch", "copy")] == [("copy", 0)]
+    with cupy.recording() as log:
+        cast = cupy.asarray(on_1, dtype=np.float64)           # copied, then cast on the current device
+    assert cast.device.id == 0 and cast.dtype == np.float64
+    assert [entry[:2] for entry in log if entry[0] in ("launch", "copy")] == [("copy", 0), ("launch", 0)]
+    with pytest.raises(NotImplementedError, match="non-contiguous"):
+        cupy.asarray(strided_on_1)                            # order K: copy() cannot stage it
+    assert cupy.asarray(on_0) is on_0
+    assert cupy.asarray(on_0, dtype=np.float64).dtype == np.float64
+    with pytest.raises(ValueError, match="Unable to avoid copy"):
+        cupy.array(on_0, dtype=np.float64, copy=False)
+    assert cupy.ascontiguousarray(on_1) is on_1               # no asarray in it: nothing to copy
+
+
 def test_one_device_object_entered_by_two_threads_restores_each_threads_device():
     # device.pyx, _ThreadLocalStack: the saved devices are a stack per thread, so threads
     # sharing one Device object (as the backend's self._device is) get their own back.
