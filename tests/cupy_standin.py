@@ -216,50 +216,54 @@ class Device:
 
 # -- streams and events -------------------------------------------------------------------------
 
-class Stream:
-    """cupy/cuda/stream.pyx: a stream belongs to the device current when it is made;
-    ``with stream:`` makes it the thread's current stream; ``Stream.null`` is the
-    default (legacy) stream of whichever device is current, one stream for every
-    thread; ``Stream.ptds`` is CUDA's per-thread default stream (``ptds=True``, handle
-    ``runtime.streamPerThread``): one handle naming each calling thread's own stream,
-    so its ``name`` is the calling thread's (``ptds:<thread name>``)."""
+class _BaseStream:
+    """cupy/cuda/stream.pyx, _BaseStream: a stream handle ``ptr`` and the device it was
+    made on, ``device_id`` (-1 for the default streams: whichever device is current);
+    compared and hashed by handle. ``with stream:`` makes it its device's current stream
+    for this thread; ``name`` names it in the ordering log (the legacy default stream
+    "null"; the per-thread default stream the calling thread's own, ``ptds:<thread name>``)."""
 
-    _numbers = iter(range(3, 1 << 62))  # 0, 1, 2: the default streams' handles (null, legacy, per-thread)
-
-    def __init__(self, null=False, non_blocking=False, ptds=False, ptr=None, name=None):
-        self.device_id = _current_device()
-        self.ptr = 0 if null else _STREAM_PER_THREAD if ptds else next(Stream._numbers)
-        self._name = name or ("null" if null else f"stream{self.ptr}")
+    def __init__(self, ptr, device_id):
+        self.ptr, self.device_id = ptr, device_id
 
     @property
     def name(self):
         if self.ptr == _STREAM_PER_THREAD:
             return f"ptds:{threading.current_thread().name}"
-        return self._name
-
-    def _owner(self):
-        # A default stream (null, per-thread) is the current device's (stream.pyx: device_id -1).
-        return _current_device() if self.ptr in (0, _STREAM_PER_THREAD) else self.device_id
+        if self.ptr in (0, _STREAM_LEGACY):
+            return "null"
+        return _stream_names.get(self.ptr, f"stream{self.ptr}")
 
     def __enter__(self):
-        # stream.pyx's _ThreadLocal.push_stream: a current stream and a stack per thread
-        # and per device (a stream may be entered by several threads at once: the
-        # default streams are singletons).
-        device = self._owner()
-        current, stacks = _thread_streams()
-        stacks[device].append(current[device])
-        current[device] = self
+        # stream.pyx, _BaseStream.__enter__: check_stream_device_match (a stream of another
+        # device than the current one: RuntimeError), then _ThreadLocal.push_stream: pushed
+        # on its device's stream stack, that device recorded on the thread's device stack.
+        device = _check_stream_device_match(self.device_id)
+        local = _thread_streams()
+        local.stacks[device].append(self)
+        local.devices.append(device)
+        _set_current_stream(local, self)
         return self
 
     def __exit__(self, *exc_info):
-        device = self._owner()
-        current, stacks = _thread_streams()
-        current[device] = stacks[device].pop()
+        # stream.pyx, _ThreadLocal.pop_stream: the device recorded at entry (whichever device
+        # is current now) pops its stack; the stream now on top becomes current (a default
+        # one, of device -1, on the current device: set_current_stream).
+        local = _thread_streams()
+        stack = local.stacks[local.devices.pop()]
+        stack.pop()
+        _set_current_stream(local, stack[-1])
         return False
 
     def use(self):
-        _thread_streams()[0][self._owner()] = self
+        # stream.pyx, _BaseStream.use: check_stream_device_match, then set_current_stream
+        # (the ``with`` stacks stay as they are).
+        _check_stream_device_match(self.device_id)
+        _set_current_stream(_thread_streams(), self)
         return self
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
 
     def synchronize(self):
         counters.syncs += 1
@@ -273,36 +277,82 @@ class Stream:
         event.record(self)
         return event
 
-    # The default streams' handles name no one device's stream: compared by handle only.
     def __eq__(self, other):
-        if not isinstance(other, Stream) or other.ptr != self.ptr:
-            return False
-        return self.ptr in (0, _STREAM_PER_THREAD) or other.device_id == self.device_id
+        return isinstance(other, _BaseStream) and other.ptr == self.ptr
 
     def __hash__(self):
-        return hash(("Stream", self.ptr, None if self.ptr in (0, _STREAM_PER_THREAD) else self.device_id))
+        return self.ptr
 
     def __repr__(self):
-        return f"<Stream {self.name} (device {self.device_id})>"
+        return f"<{type(self).__name__} {self.name} (device {self.device_id})>"
 
 
+class Stream(_BaseStream):
+    """cupy/cuda/stream.pyx: a stream belongs to the device current when it is made;
+    ``Stream.null`` is the default (legacy) stream of whichever device is current, one
+    stream for every thread; ``Stream.ptds`` is CUDA's per-thread default stream
+    (``ptds=True``, handle ``runtime.streamPerThread``): one handle naming each calling
+    thread's own stream. Both have device_id -1."""
+
+    _numbers = iter(range(3, 1 << 62))  # 0, 1, 2: the default streams' handles (null, legacy, per-thread)
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None, name=None):
+        if null or ptds:
+            super().__init__(0 if null else _STREAM_PER_THREAD, -1)
+        else:
+            super().__init__(next(Stream._numbers), _current_device())
+            if name is not None:
+                _stream_names[self.ptr] = name
+
+
+_STREAM_LEGACY = 1          # cupy_backends/cuda/api/runtime.pyx: streamLegacy (cudaStreamLegacy)
 _STREAM_PER_THREAD = 2      # cupy_backends/cuda/api/runtime.pyx: streamPerThread (cudaStreamPerThread)
+_stream_names = {}          # handle -> the name a stream was given (Stream(name=...))
 Stream.null = Stream(null=True)
 Stream.ptds = Stream(ptds=True)
 
 
+def _check_stream_device_match(device_id):
+    """stream.pyx, check_stream_device_match: the stream's device (-1: the current one),
+    which must be the current device."""
+    current = _current_device()
+    if device_id == -1:
+        device_id = current
+    if device_id != current:
+        raise RuntimeError(f"The device that the stream is created on ({device_id}) does not match with the "
+                           f"current device ({current})")
+    return device_id
+
+
+class _ThreadStreams:
+    """stream.pyx, _ThreadLocal: this thread's current stream per device, its ``with``
+    stack per device (the default stream at the bottom) and the devices its entered
+    streams were pushed for."""
+
+    __slots__ = ("current", "stacks", "devices")
+
+    def __init__(self):
+        self.current = [Stream.null] * DEVICE_COUNT
+        self.stacks = [[Stream.null] for _ in range(DEVICE_COUNT)]
+        self.devices = []
+
+
 def _thread_streams():
-    """(current stream per device, ``with`` stack per device) of this thread."""
     streams = _thread.__dict__.get("streams")
     if streams is None:
-        streams = _thread.streams = ([Stream.null] * DEVICE_COUNT, [[] for _ in range(DEVICE_COUNT)])
+        streams = _thread.streams = _ThreadStreams()
     return streams
 
 
-def get_current_stream(device_id=None):
-    """cupy/cuda/stream.pyx: the thread's current stream of a device (by default the
+def _set_current_stream(local, stream):
+    # stream.pyx, _ThreadLocal.set_current_stream: a stream of device -1 goes to the current device.
+    local.current[_current_device() if stream.device_id == -1 else stream.device_id] = stream
+
+
+def get_current_stream(device_id=-1):
+    """cupy/cuda/stream.pyx: the thread's current stream of a device (by default, -1, the
     current device's; the null stream until one is made current there)."""
-    return _thread_streams()[0][_current_device() if device_id is None else device_id]
+    return _thread_streams().current[_current_device() if device_id in (-1, None) else device_id]
 
 
 class Event:
@@ -961,11 +1011,17 @@ def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):
 
 
 def ascontiguousarray(a, dtype=None):
-    a = a if isinstance(a, ndarray) else asarray(a, dtype)
-    if a._a.flags.c_contiguous and (dtype is None or np.dtype(dtype) == a.dtype):
-        return a
+    # cupy/_core/core.pyx, ascontiguousarray(_ndarray_base a, dtype): a device array only; one
+    # that is C-contiguous already is itself, raveled when 0-d; else a new array (of shape
+    # (1,) for a 0-d one) filled by an elementwise kernel on the current device.
+    if not isinstance(a, ndarray):
+        raise TypeError(f"Argument 'a' has incorrect type (expected cupy._core.core._ndarray_base, "
+                        f"got {type(a).__name__})")
+    dtype = a.dtype if dtype is None else np.dtype(dtype)
+    if dtype == a.dtype and a._a.flags.c_contiguous:
+        return a._view(a._a.reshape(1)) if a.ndim == 0 else a
     _check_peer_access(a, _current_device())
-    return _result(np.ascontiguousarray(a._a, dtype), "copy")
+    return _result(np.ascontiguousarray(a._a, dtype).reshape((1,) if a.ndim == 0 else a.shape), "copy")
 
 
 def asnumpy(a, stream=None, order="C", out=None, blocking=True):
@@ -1270,7 +1326,7 @@ runtime = _module(
     getDeviceCount=lambda: DEVICE_COUNT, getDevice=_current_device, setDevice=_set_device,
     memGetInfo=lambda: _pools[_current_device()].free_and_total(),
     deviceSynchronize=lambda: _synchronize_device(_current_device()), is_hip=False,
-    streamLegacy=1, streamPerThread=_STREAM_PER_THREAD)
+    streamLegacy=_STREAM_LEGACY, streamPerThread=_STREAM_PER_THREAD)
 driver = _module("cupy.cuda.driver", CUDADriverError=CUDADriverError)
 memory = _module("cupy.cuda.memory", OutOfMemoryError=OutOfMemoryError, MemoryPool=MemoryPool,
                  MemoryPointer=MemoryPointer)

@@ -216,6 +216,10 @@ class CupyBackend(KernelRows, Backend):
             return array
         if not isinstance(array, cupy.ndarray) and np.ndim(array) == 0:
             return self.from_host(np.asarray(array, dtype))
+        if array.ndim == 0:
+            # CuPy's ascontiguousarray makes a 0-d array 1-d (core.pyx: shape (1,)).
+            return self._allocated(lambda: cupy.ascontiguousarray(array, dtype=dtype).reshape(()), (), dtype,
+                                   "a contiguous copy of a value")
         return self._allocated(lambda: cupy.ascontiguousarray(cupy.asarray(array), dtype=dtype), array.shape, dtype,
                                "a contiguous copy of a value")
 

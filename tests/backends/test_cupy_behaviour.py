@@ -49,6 +49,21 @@ def test_an_upload_keeps_a_fortran_ordered_arrays_order():
     assert cupy.ascontiguousarray(fortran).flags.c_contiguous
 
 
+def test_ascontiguousarray_makes_a_0d_array_1d():
+    # core.pyx, ascontiguousarray: a 0-d array comes back raveled, shape (1,), copied or not;
+    # its argument must be a device array. The backend's contiguous() keeps the shape.
+    zero_d = cupy.asarray(np.full(1, 3, F32)).reshape(())
+    assert cupy.ascontiguousarray(zero_d).shape == (1,)
+    assert cupy.ascontiguousarray(zero_d, dtype=np.float64).shape == (1,)
+    with pytest.raises(TypeError):
+        cupy.ascontiguousarray(np.ones(3, F32))
+    backend = gta.backends.get_backend("cupy")
+    with cupy.cuda.Device(int(backend.device.rpartition(":")[2])):
+        value = cupy.asarray(np.full(1, 3, np.int32)).reshape(())
+    cast = backend.contiguous(value, np.dtype(F32))
+    assert cast.shape == () and cast.dtype == F32 and cast.get() == 3
+
+
 def test_an_empty_array_numpy_cannot_hold_comes_back_with_an_error():
     # CuPy allocates nothing for it; get() builds it as numpy.ndarray(shape), which refuses.
     if STANDIN:

@@ -168,6 +168,39 @@ def test_one_device_object_entered_by_two_threads_restores_each_threads_device()
     assert after == {"a": 1, "b": 0}
 
 
+def test_a_stream_is_entered_or_used_only_on_its_device():
+    # stream.pyx, check_stream_device_match (in __enter__ and use): RuntimeError, nothing changed.
+    with cupy.cuda.Device(1):
+        on_1 = cupy.cuda.Stream(non_blocking=True)
+    with pytest.raises(RuntimeError, match=r"created on \(1\) does not match with the current device \(0\)"):
+        with on_1:
+            pass
+    with pytest.raises(RuntimeError, match="does not match"):
+        on_1.use()
+    assert cupy.cuda.get_current_stream(1) == cupy.cuda.Stream.null
+    with cupy.cuda.Device(1), on_1:
+        assert cupy.cuda.get_current_stream() == on_1
+    assert cupy.cuda.get_current_stream(1) == cupy.cuda.Stream.null
+    assert cupy.cuda.Stream.null.device_id == cupy.cuda.Stream.ptds.device_id == -1
+
+
+def test_a_stream_exit_pops_the_device_recorded_at_entry():
+    # stream.pyx, _ThreadLocal.push_stream records the device; pop_stream pops that device's
+    # stack, whichever device is current, and set_current_stream puts the stream now on top
+    # there on its device (a default stream's, -1: the current device).
+    ptds = cupy.cuda.Stream.ptds
+    on_0 = cupy.cuda.Stream(non_blocking=True)
+    ptds.__enter__()                                    # on device 0
+    cupy.cuda.runtime.setDevice(1)
+    ptds.__exit__(None, None, None)                     # device 0's stack: the null stream again
+    assert cupy.cuda.get_current_stream(1) == cupy.cuda.Stream.null
+    assert cupy.cuda.get_current_stream(0) == ptds     # CuPy sets the null stream on device 1, current
+    cupy.cuda.runtime.setDevice(0)
+    with on_0:
+        assert cupy.cuda.get_current_stream() == on_0
+    assert cupy.cuda.get_current_stream() == cupy.cuda.Stream.null     # the top of device 0's stack
+
+
 def _kernel():
     name = kernel_sources.name_expression("gather_rows", "float32")
     module = cupy.RawModule(code=kernel_sources.module_source(), options=("--std=c++17",),
