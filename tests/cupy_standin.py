@@ -27,6 +27,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 import weakref
 
 import numpy as np
@@ -303,6 +304,39 @@ class Stream(_BaseStream):
             super().__init__(next(Stream._numbers), _current_device())
             if name is not None:
                 _stream_names[self.ptr] = name
+        self._foreign_stream_ref = None
+
+    @classmethod
+    def from_external(cls, obj):
+        """stream.pyx, Stream.from_external (CuPy 14): a Stream over the handle of ``obj``'s
+        ``__cuda_stream__()`` -> (0, handle), of device -1 (whichever is current), keeping
+        ``obj`` alive. It names the stream it wraps in the ordering log."""
+        try:
+            version, stream_ptr = obj.__cuda_stream__()
+        except AttributeError as error:
+            raise TypeError(f"Object of type {type(obj).__name__} does not implement the CUDA stream protocol "
+                            "(__cuda_stream__ method)") from error
+        except (TypeError, ValueError) as error:
+            raise TypeError("__cuda_stream__() must return a 2-tuple of (version, stream_ptr)") from error
+        if not isinstance(version, int) or not isinstance(stream_ptr, int):
+            raise TypeError(f"__cuda_stream__() must return (int, int), got "
+                            f"({type(version).__name__}, {type(stream_ptr).__name__})")
+        if version != 0:
+            raise TypeError(f"__cuda_stream__() returned unsupported version {version}, only version 0 is supported")
+        stream = cls.__new__(cls)
+        _BaseStream.__init__(stream, stream_ptr, -1)
+        stream._foreign_stream_ref = obj
+        return stream
+
+
+class ExternalStream(_BaseStream):
+    """stream.pyx, ExternalStream(ptr, device_id=-1): a stream CuPy does not manage,
+    deprecated in CuPy 14 (its __init__ warns DeprecationWarning: Stream.from_external)."""
+
+    def __init__(self, ptr, device_id=-1):
+        warnings.warn("ExternalStream is deprecated. Use Stream.from_external() instead to interoperate with "
+                      "external streams that implement the CUDA stream protocol.", DeprecationWarning, stacklevel=2)
+        super().__init__(ptr, device_id)
 
 
 _STREAM_LEGACY = 1          # cupy_backends/cuda/api/runtime.pyx: streamLegacy (cudaStreamLegacy)
@@ -1330,9 +1364,9 @@ runtime = _module(
 driver = _module("cupy.cuda.driver", CUDADriverError=CUDADriverError)
 memory = _module("cupy.cuda.memory", OutOfMemoryError=OutOfMemoryError, MemoryPool=MemoryPool,
                  MemoryPointer=MemoryPointer)
-cuda = _module("cupy.cuda", Device=Device, Stream=Stream, Event=Event, runtime=runtime, driver=driver,
-               memory=memory, get_current_stream=get_current_stream, MemoryPool=MemoryPool,
-               is_available=lambda: True)
+cuda = _module("cupy.cuda", Device=Device, Stream=Stream, ExternalStream=ExternalStream, Event=Event,
+               runtime=runtime, driver=driver, memory=memory, get_current_stream=get_current_stream,
+               MemoryPool=MemoryPool, is_available=lambda: True)
 
 
 def _cuda_getattr(name):

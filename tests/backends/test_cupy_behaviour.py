@@ -4,8 +4,11 @@ matters. The same bodies run against the real CuPy where a GPU is usable and aga
 the stand-in elsewhere, so a GPU run shows at once where the stand-in is wrong.
 """
 
+import gc
 import os
 import sys
+import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -62,6 +65,41 @@ def test_ascontiguousarray_makes_a_0d_array_1d():
         value = cupy.asarray(np.full(1, 3, np.int32)).reshape(())
     cast = backend.contiguous(value, np.dtype(F32))
     assert cast.shape == () and cast.dtype == F32 and cast.get() == 3
+
+
+class _Foreign:
+    """Another library's stream under the CUDA stream protocol."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __cuda_stream__(self):
+        return self.answer
+
+
+def test_external_streams_come_through_the_cuda_stream_protocol():
+    # stream.pyx: ExternalStream warns DeprecationWarning from CuPy 14 on; Stream.from_external
+    # reads obj.__cuda_stream__() -> (0, handle), keeps device -1 and a reference to obj.
+    made = cupy.cuda.Stream(non_blocking=True)
+    with pytest.warns(DeprecationWarning, match=r"Stream\.from_external"):
+        external = cupy.cuda.ExternalStream(made.ptr, 0)
+    assert external == made and external.device_id == 0 and not isinstance(external, cupy.cuda.Stream)
+    foreign = _Foreign((0, made.ptr))
+    kept = weakref.ref(foreign)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wrapped = cupy.cuda.Stream.from_external(foreign)
+    del foreign
+    gc.collect()
+    assert kept() is not None                                  # the wrapper holds it
+    assert isinstance(wrapped, cupy.cuda.Stream) and wrapped == made and wrapped.device_id == -1
+    with cupy.cuda.Device(0), wrapped:                         # device -1: the current one
+        assert cupy.cuda.get_current_stream() == made
+    for answer in ((1, made.ptr), (0, "x"), None):
+        with pytest.raises(TypeError, match="__cuda_stream__"):
+            cupy.cuda.Stream.from_external(_Foreign(answer))
+    with pytest.raises(TypeError, match="CUDA stream protocol"):
+        cupy.cuda.Stream.from_external(object())
 
 
 def test_an_empty_array_numpy_cannot_hold_comes_back_with_an_error():

@@ -201,6 +201,22 @@ def test_a_stream_exit_pops_the_device_recorded_at_entry():
     assert cupy.cuda.get_current_stream() == cupy.cuda.Stream.null     # the top of device 0's stack
 
 
+def test_an_op_under_a_wrapped_external_stream_runs_on_the_stream_it_wraps():
+    # Stream.from_external (stream.pyx) wraps the handle: the log names the wrapped stream.
+    made = cupy.cuda.Stream(non_blocking=True)
+
+    class Foreign:
+        def __cuda_stream__(self):
+            return (0, made.ptr)
+
+    with gta.device("cuda"):
+        handle, flow = ro.TensorArrayV3(2, F32, element_shape=(2,))
+        with cupy.recording() as log:
+            with cupy.cuda.Stream.from_external(Foreign()):
+                ro.TensorArrayWriteV3(handle, 0, np.ones(2, F32), flow)
+    assert {stream for kind, _, stream, _ in log if kind in ("launch", "record", "copy")} == {made.name}, log
+
+
 def _kernel():
     name = kernel_sources.name_expression("gather_rows", "float32")
     module = cupy.RawModule(code=kernel_sources.module_source(), options=("--std=c++17",),
