@@ -179,7 +179,20 @@ def to_torch(array, backend):
 
 # -- streams ---------------------------------------------------------------------------------
 
-_external_streams = {}       # (device index, torch stream pointer) -> cupy.cuda.ExternalStream
+_external_streams = {}       # (device index, torch stream pointer) -> cupy.cuda.Stream over it
+
+
+class _TorchStream:
+    """torch's current stream by its raw handle, under the CUDA stream protocol, which CuPy's
+    Stream.from_external takes (CuPy 14 deprecates ExternalStream)."""
+
+    __slots__ = ("_pointer",)
+
+    def __init__(self, pointer):
+        self._pointer = pointer
+
+    def __cuda_stream__(self):
+        return (0, self._pointer)
 
 
 class _Scope:
@@ -211,7 +224,8 @@ def cuda_scope_for_index(index):
         pointer = _current_raw_stream(index) if _current_raw_stream else torch.cuda.current_stream(index).cuda_stream
         stream = _external_streams.get((index, pointer))
         if stream is None:
-            stream = _external_streams[index, pointer] = cupy.cuda.ExternalStream(pointer, index)
+            # Its device is unknown to CuPy (-1): _Scope always enters the stream's device first.
+            stream = _external_streams[index, pointer] = cupy.cuda.Stream.from_external(_TorchStream(pointer))
     return _Scope(cupy.cuda.Device(index), stream)
 
 

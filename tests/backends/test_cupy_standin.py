@@ -283,3 +283,27 @@ def test_a_compile_failure_names_what_is_missing_and_the_command_that_brings_it(
     assert cupy_backend.INSTALL_COMPILER not in header          # NVRTC ran: not the command that brings it
     nvrtc = cupy_backend._compiler_advice("CuPy failed to load libnvrtc.so.12")
     assert cupy_backend.INSTALL_COMPILER in nvrtc
+
+
+def test_the_torch_bridges_stream_scope_wraps_torchs_stream_without_a_warning(monkeypatch):
+    """gpu_tensorarray.torch runs CuPy work on torch's current stream through
+    Stream.from_external (ExternalStream warns from CuPy 14 on): with a CUDA torch (here
+    its stream query stands in), work inside the scope is logged on the stream it wraps."""
+    import warnings
+
+    from gpu_tensorarray.testing import import_torch
+
+    import_torch()
+    from gpu_tensorarray.torch import crossing
+
+    made = cupy.cuda.Stream(non_blocking=True)
+    monkeypatch.setattr(crossing, "torch_has_cuda", lambda: True)
+    monkeypatch.setattr(crossing, "_current_raw_stream", lambda index: made.ptr)
+    monkeypatch.setattr(crossing, "_external_streams", {})
+    with gta.device("cuda"):
+        handle, flow = ro.TensorArrayV3(2, F32, element_shape=(2,))
+        with warnings.catch_warnings(), cupy.recording() as log:
+            warnings.simplefilter("error")
+            with crossing.cuda_scope_for_index(0):
+                ro.TensorArrayWriteV3(handle, 0, np.ones(2, F32), flow)
+    assert {stream for kind, _, stream, _ in log if kind in ("launch", "record", "copy")} == {made.name}, log
