@@ -170,34 +170,37 @@ class TF2TensorArray:
                     fresh = fresh.write(physical, value)
             for physical, (logical, _) in enumerate(live):
                 contents.phys[logical] = physical
-            contents.values = dict(enumerate(moved))
-            contents.versions = {physical: value._version for physical, value in enumerate(moved)}
+            contents.values = {physical: value for physical, value in enumerate(moved) if value.requires_grad}
+            contents.versions = {physical: value._version for physical, value in contents.values.items()}
             contents.storage, contents.next_phys = fresh, len(live)
         first = contents.next_phys
         contents.next_phys += count
         return first
 
     def _moved(self, contents, slot, method):
-        """What a physical slot's value moves as: the tensor written (not read back: a read
-        would chain the new graph to the old storage's nodes, which the pass that locked it
-        has run), unless it changed in place since the write; then, without a gradient, the
-        value the old storage holds (as written)."""
-        value = contents.values[slot]
-        if value._version == contents.versions[slot]:
-            return value
-        if value.requires_grad:
+        """What a physical slot's value moves as. One that needs a gradient: the tensor written
+        (not read back: a read would chain the new graph to the old storage's nodes, which the
+        pass that locked it has run), unless it changed in place since the write. Any other:
+        the value the old storage holds (as written), read without a gradient."""
+        value = contents.values.get(slot)
+        if value is None:
+            with torch.no_grad():
+                return contents.storage.read(slot)
+        if value._version != contents.versions[slot]:
             raise self._error("a tensor written to this TensorArray was modified in place after the write, and "
                               "the array must move to new storage (a backward pass locked the old one's size): its "
                               "gradient would be the modified tensor's. Write a copy (value.clone()) of a tensor "
                               "that changes later", method)
-        with torch.no_grad():
-            return contents.storage.read(slot)
+        return value
 
-    def _keep(self, contents, first, values):
-        """Remember the tensors written to physical slots ``first``, ``first + 1``, ... (for a move)."""
-        for slot, value in enumerate(values, first):
-            contents.values[slot] = value
-            contents.versions[slot] = value._version
+    def _keep(self, contents, first, value, rows):
+        """Remember the tensors ``rows()`` of ``value``, written to physical slots ``first``,
+        ``first + 1``, ..., for a move when they need a gradient. Others are not kept: they move
+        as the old storage holds them, and an inference tensor has no version counter to read."""
+        if value.requires_grad:
+            for slot, row in enumerate(rows(), first):
+                contents.values[slot] = row
+                contents.versions[slot] = row._version
 
     def _zeros(self, contents, method):
         shape = contents.element_shape
@@ -236,7 +239,7 @@ class TF2TensorArray:
         self._note_shape(contents, value.shape, "write")
         slot = self._fresh(contents, 1, "write")
         contents.storage = contents.storage.write(slot, value)
-        self._keep(contents, slot, (value,))
+        self._keep(contents, slot, value, lambda: (value,))
         if index >= len(contents.phys):
             contents.phys.extend([None] * (index + 1 - len(contents.phys)))
         contents.phys[index] = slot
@@ -295,7 +298,7 @@ class TF2TensorArray:
             self._note_shape(contents, value.shape[1:], "scatter")
             first = self._fresh(contents, len(indices), "scatter")
             contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
-            self._keep(contents, first, value.unbind(0))
+            self._keep(contents, first, value, lambda: value.unbind(0))
             top = max(indices) + 1
             if top > len(contents.phys):
                 contents.phys.extend([None] * (top - len(contents.phys)))
@@ -316,7 +319,7 @@ class TF2TensorArray:
         first = self._fresh(contents, count, "unstack")
         if count:
             contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
-            self._keep(contents, first, value.unbind(0))
+            self._keep(contents, first, value, lambda: value.unbind(0))
         length = count if self._dynamic_size else len(contents.phys)
         contents.phys = [first + k if k < count else None for k in range(length)]
         return self._next(contents)
@@ -337,7 +340,7 @@ class TF2TensorArray:
             storage = storage.write(first + k, pieces[-1])
             start += length
         contents.storage = storage
-        self._keep(contents, first, pieces)
+        self._keep(contents, first, value, lambda: pieces)
         contents.phys = [first + k for k in range(len(lengths))]
         return self._next(contents)
 

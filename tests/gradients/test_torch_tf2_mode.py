@@ -177,3 +177,42 @@ def test_tf1_stays_the_default(backend):
     ta = TensorArray(F64, size=1).write(0, torch.ones(1, dtype=F64))
     with pytest.raises(InvalidArgumentError):
         ta.write(0, torch.ones(1, dtype=F64))                 # V3: a slot is written once
+
+
+def _inference_ops():
+    return {
+        "write": (lambda ta, v: ta.write(1, v[1]).write(0, v[0]).stack(), lambda v: torch.stack([v[0], v[1]])),
+        "scatter": (lambda ta, v: ta.scatter([1, 0], v).stack(), lambda v: torch.stack([v[1], v[0]])),
+        "unstack": (lambda ta, v: ta.unstack(v).stack(), lambda v: v),
+        "split": (lambda ta, v: ta.split(v.reshape(-1), [1, 3]).concat(), lambda v: v.reshape(-1)),
+    }
+
+
+@pytest.mark.parametrize("op", ["write", "scatter", "unstack", "split"])
+def test_inference_tensors_are_written_and_read(backend, op):
+    """An inference tensor has no version counter (reading it raises RuntimeError); it cannot need
+    a gradient, so the array has no reason to read it: under torch.inference_mode(), and with an
+    inference tensor made there earlier, each op gives the list's value (as mode "tf1" does)."""
+    ours, reference = _inference_ops()[op]
+    with torch.inference_mode():
+        value = torch.arange(4, dtype=F64, device=torch_device()).reshape(2, 2)
+        assert torch.equal(ours(TensorArray(F64, size=2, mode="tf2"), value), reference(value))
+    assert torch.equal(ours(TensorArray(F64, size=2, mode="tf2"), value), reference(value))
+
+
+def test_a_move_keeps_an_inference_tensor_as_written(backend):
+    """A move to new storage (a backward pass locked the old one's size) after an inference
+    tensor was written, and changed in place inside inference_mode since: the value written moves."""
+    x = _leaf()[0, :2].detach().requires_grad_()
+    with torch.inference_mode():
+        kept = torch.ones(2, dtype=F64, device=torch_device())
+    ta = TensorArray(F64, size=2, dynamic_size=True, mode="tf2").write(0, kept).write(1, x)
+    with torch.inference_mode():
+        kept.add_(100)                                     # the array holds [1, 1]
+    ta.stack().sum().backward()
+    ta = ta.write(2, x * 3)                                # a new physical slot: the move
+    ones = torch.ones(2, dtype=F64, device=torch_device())
+    rows = ta.stack()
+    assert torch.equal(rows[0], ones)
+    assert_close(torch.autograd.grad(curved(rows), x)[0],
+                 torch.autograd.grad(curved(torch.stack([ones, x, x * 3])), x)[0])
