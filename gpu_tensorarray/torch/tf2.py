@@ -195,9 +195,11 @@ class TF2TensorArray:
 
     def _keep(self, contents, first, value, rows):
         """Remember the tensors ``rows()`` of ``value``, written to physical slots ``first``,
-        ``first + 1``, ..., for a move when they need a gradient. Others are not kept: they move
-        as the old storage holds them, and an inference tensor has no version counter to read."""
-        if value.requires_grad:
+        ``first + 1``, ..., for a move when the write recorded them for a gradient (as the storage's
+        write decides: the value requires grad, and grad mode is on). Others are not kept: they move
+        as the old storage holds them, untracked as written, and an inference tensor has no version
+        counter to read."""
+        if value.requires_grad and torch.is_grad_enabled():
             for slot, row in enumerate(rows(), first):
                 contents.values[slot] = row
                 contents.versions[slot] = row._version

@@ -216,3 +216,30 @@ def test_a_move_keeps_an_inference_tensor_as_written(backend):
     assert torch.equal(rows[0], ones)
     assert_close(torch.autograd.grad(curved(rows), x)[0],
                  torch.autograd.grad(curved(torch.stack([ones, x, x * 3])), x)[0])
+
+
+@pytest.mark.parametrize("move, change", [(False, False), (True, False), (True, True)])
+def test_a_value_written_under_no_grad_stays_untracked_through_a_move(backend, move, change):
+    """A write under torch.no_grad() records no gradient; a move to new storage (a backward pass
+    locked the old one's size, then a write needed a fresh slot) keeps it so: one program, one
+    gradient, with or without the move. Changing that tensor in place after its untracked write
+    is no error at the move (nothing of its gradient is lost), and the value as written moves."""
+    x = _leaf()[0, :2].detach().requires_grad_()
+    w = _leaf()[1, :2].detach().requires_grad_()
+    ta = TensorArray(F64, size=2, mode="tf2")
+    with torch.no_grad():
+        ta = ta.write(0, x)
+    written = x.detach().clone()
+    ta = ta.write(1, w)
+    if move:
+        ta.stack().sum().backward()
+        if change:
+            with torch.no_grad():
+                x.add_(1)                                  # after the untracked write: not what slot 0 holds
+        ta = ta.write(1, w * 2)                            # a new physical slot: the move
+    rows = [written, w * 2 if move else w]               # the list: slot 0 a constant
+    ours, reference = curved(ta.stack()), curved(torch.stack(rows))
+    assert ours.item() == pytest.approx(reference.item(), rel=1e-12)
+    grads = torch.autograd.grad(ours, (x, w), allow_unused=True)
+    assert grads[0] is None
+    assert_close(grads[1], torch.autograd.grad(reference, w)[0])
