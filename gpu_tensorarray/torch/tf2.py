@@ -4,7 +4,8 @@ PyTorch user who thinks in lists expects.
 * Writing a slot again replaces its value; reads never clear (clear_after_read is ignored).
 * An unwritten slot reads as zeros when its shape is known (the element shape, or the
   shape of the values written so far).
-* unstack and split replace the whole contents (a dynamic array takes their length).
+* unstack and split replace the whole contents (a dynamic array takes their length, a fixed size
+  must equal it).
 * Only the TensorArray an op returned may be used after it (superseded: an error).
 
 Storage stays V3, as in the NumPy class's TF2 mode (gpu_tensorarray/tf2_array.py): a logical
@@ -314,16 +315,16 @@ class TF2TensorArray:
         if value.dim() == 0:
             raise self._error("unstack needs a value of rank >= 1, got a scalar", "unstack")
         count = value.shape[0]
-        if not self._dynamic_size and count > len(contents.phys):
-            raise self._error(f"unstack of {count} rows into an array of size {len(contents.phys)}: create the "
-                              f"TensorArray with size={count} or dynamic_size=True", "unstack")
+        if not self._dynamic_size and count != len(contents.phys):
+            # Fewer rows too: tf.function's stack() then fails, eager shrinks; the library's class raises.
+            raise self._error(f"Cannot unstack {count} tensors into a TensorArray of static size "
+                              f"{len(contents.phys)}: create it with size={count} or dynamic_size=True", "unstack")
         self._note_shape(contents, value.shape[1:], "unstack")
         first = self._fresh(contents, count, "unstack")
         if count:
             contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
             self._keep(contents, first, value, lambda: value.unbind(0))
-        length = count if self._dynamic_size else len(contents.phys)
-        contents.phys = [first + k if k < count else None for k in range(length)]
+        contents.phys = [first + k for k in range(count)]
         return self._next(contents)
 
     def split(self, value, lengths, name=None):

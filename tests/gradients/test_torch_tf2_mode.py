@@ -7,6 +7,9 @@ Needs torch: skipped without it, except under CI=true, where a missing torch fai
 
 import pytest
 
+import numpy as np
+
+import gpu_tensorarray
 from gpu_tensorarray.errors import InvalidArgumentError, UnimplementedError
 from gpu_tensorarray.testing import import_torch
 
@@ -34,7 +37,7 @@ def _ours(p):
     ta = ta.scatter([3, 2, 3], torch.stack([p[0] * p[1], p[2] ** 2, p[1] + 1]))   # 3 twice: the last wins
     total = curved(first) + curved(ta.stack(), seed=2) + curved(ta.read(0), seed=3)
     total = total + curved(ta.gather([1, 3, 3]), seed=4)                          # slot 1 unwritten: zeros
-    replaced = ta.unstack(p[:2] * 3)                     # a fixed size: slots 2 and 3 now unwritten
+    replaced = ta.unstack(torch.cat([p * 3, p[:1] - 1]))    # a fixed size: as many rows as slots
     total = total + curved(replaced.stack(), seed=5)
     pieces = TensorArray(F64, size=0, mode="tf2", dynamic_size=True).split(p.reshape(-1), [4, 0, 5])
     pieces = pieces.write(1, p[0, :2])
@@ -52,7 +55,7 @@ def _reference(p):
     listed = [zeros if row is None else row for row in rows]
     total = curved(first) + curved(torch.stack(listed), seed=2) + curved(listed[0], seed=3)
     total = total + curved(torch.stack([listed[1], listed[3], listed[3]]), seed=4)
-    replaced = list((p[:2] * 3).unbind(0)) + [zeros, zeros]
+    replaced = list(torch.cat([p * 3, p[:1] - 1]).unbind(0))
     total = total + curved(torch.stack(replaced), seed=5)
     pieces = list(torch.split(p.reshape(-1), [4, 0, 5]))
     pieces[1] = p[0, :2]
@@ -243,3 +246,24 @@ def test_a_value_written_under_no_grad_stays_untracked_through_a_move(backend, m
     grads = torch.autograd.grad(ours, (x, w), allow_unused=True)
     assert grads[0] is None
     assert_close(grads[1], torch.autograd.grad(reference, w)[0])
+
+
+def _library_error(call):
+    """What the library's own class (gpu_tensorarray.TensorArray, mode "tf2") raises for ``call``."""
+    with pytest.raises(InvalidArgumentError) as caught:
+        call(lambda **kwargs: gpu_tensorarray.TensorArray("float64", mode="tf2", **kwargs), np.asarray)
+    return caught.value
+
+
+@pytest.mark.parametrize("rows, size", [(2, 4), (0, 2), (4, 2)])
+def test_unstack_into_a_fixed_size_needs_as_many_rows(backend, rows, size):
+    """unstack of n rows into a fixed size m != n raises the library class's InvalidArgumentError,
+    with its text (fewer rows were padded with unwritten slots here; tf.function raises too)."""
+    def call(make, convert):
+        return make(size=size).unstack(convert(np.arange(2.0 * rows).reshape(rows, 2)))
+
+    expected = _library_error(call)
+    with pytest.raises(InvalidArgumentError) as caught:
+        call(lambda **kwargs: TensorArray(F64, mode="tf2", **kwargs),
+             lambda value: torch.as_tensor(value, device=torch_device()))
+    assert str(caught.value) == str(expected)
