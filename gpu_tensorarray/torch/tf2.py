@@ -7,6 +7,7 @@ PyTorch user who thinks in lists expects.
 * unstack and split replace the whole contents (a dynamic array takes their length, a fixed size
   must equal it).
 * Only the TensorArray an op returned may be used after it (superseded: an error).
+* close() does nothing (TensorFlow 2's does nothing either).
 
 Storage stays V3, as in the NumPy class's TF2 mode (gpu_tensorarray/tf2_array.py): a logical
 list over one torch TensorArray of V3 rules (dynamic, reads that never clear) and a map from
@@ -351,4 +352,6 @@ class TF2TensorArray:
         return torch.tensor(len(self._current().phys), dtype=torch.int32)
 
     def close(self, name=None):
-        self._contents.storage.close()
+        """Nothing to do, as in TensorFlow 2 and the library's class: the values go when the last
+        reference does (the storage's registry entry is weak)."""
+        self._current()

@@ -267,3 +267,19 @@ def test_unstack_into_a_fixed_size_needs_as_many_rows(backend, rows, size):
         call(lambda **kwargs: TensorArray(F64, mode="tf2", **kwargs),
              lambda value: torch.as_tensor(value, device=torch_device()))
     assert str(caught.value) == str(expected)
+
+
+def test_close_does_nothing(backend):
+    """close() is a no-op, as in TensorFlow 2 (a tf.function reads after it) and the library's
+    class: reads after it give the library class's values, gradients the list's."""
+    x = _leaf()[0, :2].detach().requires_grad_()
+    ta = TensorArray(F64, size=2, mode="tf2").write(0, x * 2)
+    ta.close()
+    ta.close()
+    library = gpu_tensorarray.TensorArray("float64", size=2, mode="tf2").write(0, np.asarray(x.detach() * 2))
+    library.close()
+    assert np.array_equal(ta.read(0).detach().cpu().numpy(), gpu_tensorarray.to_numpy(library.read(0)))
+    assert np.array_equal(ta.stack().detach().cpu().numpy(), gpu_tensorarray.to_numpy(library.stack()))
+    ta = ta.write(1, x)                                     # and writes go on
+    assert_close(torch.autograd.grad(curved(ta.stack()), x)[0],
+                 torch.autograd.grad(curved(torch.stack([x * 2, x])), x)[0])
