@@ -2,8 +2,8 @@
 PyTorch user who thinks in lists expects.
 
 * Writing a slot again replaces its value; reads never clear (clear_after_read is ignored).
-* An unwritten slot reads as zeros when its shape is known (the element shape, or the
-  shape of the values written so far).
+* An unwritten slot reads as zeros when its shape is known (the element shape merged with the
+  shapes of the values written, also with infer_shape=False; for a gather, of the slots gathered).
 * unstack and split replace the whole contents (a dynamic array takes their length, a fixed size
   must equal it).
 * Only the TensorArray an op returned may be used after it (superseded: an error).
@@ -24,7 +24,7 @@ import torch
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
-from ..shapes import as_partial_shape, is_fully_defined, merge
+from ..shapes import as_partial_shape, format_shape, is_fully_defined, merge
 from .crossing import host_value
 
 __all__ = ["TF2TensorArray", "register_storage_class"]
@@ -40,7 +40,8 @@ def register_storage_class(cls):
 class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
-    __slots__ = ("storage", "phys", "next_phys", "element_shape", "version", "make_storage", "values", "versions")
+    __slots__ = ("storage", "phys", "next_phys", "element_shape", "version", "make_storage", "values", "versions",
+                 "shapes")
 
     def __init__(self, make_storage, length, element_shape):
         self.make_storage = make_storage
@@ -49,6 +50,7 @@ class _Contents:
         self.next_phys = 0
         self.values = {}                        # physical slot -> the tensor written there
         self.versions = {}                      # physical slot -> that tensor's version counter then
+        self.shapes = {}                        # physical slot -> the shape of the value written there
         self.element_shape = element_shape
         self.version = 0
 
@@ -170,6 +172,7 @@ class TF2TensorArray:
             with torch.enable_grad():       # a move under no_grad keeps the values' gradients
                 for physical, value in enumerate(moved):
                     fresh = fresh.write(physical, value)
+            contents.shapes = {physical: contents.shapes[slot] for physical, (_, slot) in enumerate(live)}
             for physical, (logical, _) in enumerate(live):
                 contents.phys[logical] = physical
             contents.values = {physical: value for physical, value in enumerate(moved) if value.requires_grad}
@@ -206,12 +209,32 @@ class TF2TensorArray:
                 contents.values[slot] = row
                 contents.versions[slot] = row._version
 
-    def _zeros(self, contents, method):
+    def _zero_shape(self, contents, method, among=None):
+        """The shape an unwritten slot reads as, as the library's class finds it: the element
+        shape merged with the shape of every set slot (of the slots ``among``, for a gather);
+        with infer_shape=False the element shape alone may not say it."""
         shape = contents.element_shape
         if not is_fully_defined(shape):
-            raise self._error(f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
-                              f"{shape} and no list element is set.", method)
-        return torch.zeros(shape, dtype=self._dtype, device=contents.storage.device)
+            phys, shapes = contents.phys, contents.shapes
+            try:
+                for index in range(len(phys)) if among is None else among:
+                    if phys[index] is not None:
+                        shape = merge(shape, shapes[phys[index]])
+            except InvalidArgumentError as error:
+                raise self._error(error.message, method) from None
+        if not is_fully_defined(shape):
+            if method == "read":
+                text = (f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
+                        f"{format_shape(shape)} and no list element is set.")
+            else:
+                text = (f"Tried to {method} uninitialized tensors from a list with non-fully-defined element_shape: "
+                        f"{format_shape(shape)}")
+            raise self._error(text, method)
+        return shape
+
+    def _zeros(self, contents, method, among=None):
+        return torch.zeros(self._zero_shape(contents, method, among), dtype=self._dtype,
+                           device=contents.storage.device)
 
     def _vector(self, values, what, method, dtype_name="int32"):
         """Indices or lengths as a list of ints, with the library's checks (integers only, a vector)."""
@@ -225,7 +248,7 @@ class TF2TensorArray:
         slots = [contents.phys[i] for i in indices]
         if None not in slots:
             return contents.storage.gather(np.asarray(slots, np.int64))
-        zeros = self._zeros(contents, method)
+        zeros = self._zeros(contents, method, indices if method == "gather" else None)
         return torch.stack([zeros if slot is None else contents.storage.read(slot) for slot in slots])
 
     # -- ops -----------------------------------------------------------------------------------
@@ -244,6 +267,7 @@ class TF2TensorArray:
         slot = self._fresh(contents, 1, "write")
         contents.storage = contents.storage.write(slot, value)
         self._keep(contents, slot, value, lambda: (value,))
+        contents.shapes[slot] = tuple(value.shape)
         if index >= len(contents.phys):
             contents.phys.extend([None] * (index + 1 - len(contents.phys)))
         contents.phys[index] = slot
@@ -260,7 +284,7 @@ class TF2TensorArray:
         indices = [self._index(contents, i, "gather", growing=False)
                    for i in self._vector(indices, "indices", "gather")]
         if not indices:
-            return torch.zeros((0,) + tuple(self._zeros(contents, "gather").shape), dtype=self._dtype)
+            return torch.zeros((0,) + tuple(self._zero_shape(contents, "gather", among=())), dtype=self._dtype)
         return self._rows(contents, indices, "gather")
 
     def stack(self, name=None):
@@ -303,6 +327,7 @@ class TF2TensorArray:
             first = self._fresh(contents, len(indices), "scatter")
             contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
             self._keep(contents, first, value, lambda: value.unbind(0))
+            contents.shapes.update(dict.fromkeys(range(first, first + len(indices)), tuple(value.shape[1:])))
             top = max(indices) + 1
             if top > len(contents.phys):
                 contents.phys.extend([None] * (top - len(contents.phys)))
@@ -325,6 +350,7 @@ class TF2TensorArray:
         if count:
             contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
             self._keep(contents, first, value, lambda: value.unbind(0))
+            contents.shapes.update(dict.fromkeys(range(first, first + count), tuple(value.shape[1:])))
         contents.phys = [first + k for k in range(count)]
         return self._next(contents)
 
@@ -345,6 +371,7 @@ class TF2TensorArray:
             start += length
         contents.storage = storage
         self._keep(contents, first, value, lambda: pieces)
+        contents.shapes.update({first + k: tuple(piece.shape) for k, piece in enumerate(pieces)})
         contents.phys = [first + k for k in range(len(lengths))]
         return self._next(contents)
 

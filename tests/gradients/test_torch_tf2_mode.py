@@ -283,3 +283,61 @@ def test_close_does_nothing(backend):
     ta = ta.write(1, x)                                     # and writes go on
     assert_close(torch.autograd.grad(curved(ta.stack()), x)[0],
                  torch.autograd.grad(curved(torch.stack([x * 2, x])), x)[0])
+
+
+def _library(**kwargs):
+    return gpu_tensorarray.TensorArray("float64", mode="tf2", **kwargs)
+
+
+def _bridge(**kwargs):
+    return TensorArray(F64, mode="tf2", **kwargs)
+
+
+def assert_same_as_library(call):
+    """``call(make, convert)`` on the library's class (NumPy values) and on the bridge (tensors):
+    the same values, or the same error class and text."""
+    try:
+        expected = gpu_tensorarray.to_numpy(call(_library, np.asarray))
+    except InvalidArgumentError as error:
+        with pytest.raises(type(error)) as caught:
+            call(_bridge, lambda value: torch.as_tensor(np.asarray(value, np.float64), device=torch_device()))
+        assert str(caught.value) == str(error)
+        return
+    ours = call(_bridge, lambda value: torch.as_tensor(np.asarray(value, np.float64), device=torch_device()))
+    assert ours.device == torch_device()
+    assert ours.shape == expected.shape and np.array_equal(ours.cpu().numpy(), expected), (ours, expected)
+
+
+_ROW = [1.0, 2.0]
+
+
+@pytest.mark.parametrize("infer_shape", [False, True])
+@pytest.mark.parametrize("call", [
+    lambda make, c, **k: make(size=2, **k).write(0, c(_ROW)).read(1),
+    lambda make, c, **k: make(size=2, **k).write(0, c(_ROW)).stack(),
+    lambda make, c, **k: make(size=2, **k).write(0, c(_ROW)).gather([0, 1]),
+    lambda make, c, **k: make(size=2, **k).write(0, c(_ROW)).gather([1]),       # no set slot among those gathered
+    lambda make, c, **k: make(size=2, **k).write(0, c(_ROW)).gather([]),
+    lambda make, c, **k: make(size=3, **k).scatter([2], c([_ROW])).read(0),
+    lambda make, c, **k: make(size=1, dynamic_size=True, **k).unstack(c([_ROW])).write(2, c(_ROW)).read(1),
+    lambda make, c, **k: make(size=0, dynamic_size=True, **k).split(c([1.0, 2.0]), [2]).write(2, c(_ROW)).stack(),
+    lambda make, c, **k: make(size=2, **k).read(1),                              # no list element is set
+    lambda make, c, **k: make(size=2, **k).stack(),
+    lambda make, c, **k: make(size=2, element_shape=(None,), **k).gather([0]),
+])
+def test_an_unwritten_slot_reads_as_the_library_class_reads_it(backend, infer_shape, call):
+    """An unwritten slot's zeros take the element shape merged with the shapes of the set slots
+    (for a gather, of the slots gathered), also with infer_shape=False (TensorFlow returns zeros
+    there too); where no shape is known, the error is the library class's, class and text."""
+    assert_same_as_library(lambda make, convert: call(make, convert, infer_shape=infer_shape))
+
+
+def test_an_unwritten_slot_among_set_slots_of_two_shapes_has_no_shape(backend):
+    """With infer_shape=False, set slots of two shapes give an unwritten slot none: the library
+    class's merge error, read and gather alike (a gather of one of the shapes is fine)."""
+    def make3(make, convert):
+        return make(size=3, infer_shape=False).write(0, convert(_ROW)).write(2, convert(_ROW + [3.0]))
+
+    assert_same_as_library(lambda make, convert: make3(make, convert).read(1))
+    assert_same_as_library(lambda make, convert: make3(make, convert).gather([0, 1]))
+    assert_same_as_library(lambda make, convert: make3(make, convert).gather([1, 2]))
