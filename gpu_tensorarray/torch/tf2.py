@@ -363,6 +363,8 @@ class TF2TensorArray:
                               f"({'a scalar' if value.dim() == 0 else value.shape[0]})", "split")
         if not self._dynamic_size and len(lengths) != len(contents.phys):
             raise self._error(f"split into {len(lengths)} pieces of an array of size {len(contents.phys)}", "split")
+        if not lengths:     # TensorFlow's Python side fails on it (max() of no lengths), as the library's class says
+            raise self._error("split needs at least one length", "split")
         first = self._fresh(contents, len(lengths), "split")
         start, storage, pieces = 0, contents.storage, []
         for k, length in enumerate(lengths):

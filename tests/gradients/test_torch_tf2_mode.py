@@ -341,3 +341,10 @@ def test_an_unwritten_slot_among_set_slots_of_two_shapes_has_no_shape(backend):
     assert_same_as_library(lambda make, convert: make3(make, convert).read(1))
     assert_same_as_library(lambda make, convert: make3(make, convert).gather([0, 1]))
     assert_same_as_library(lambda make, convert: make3(make, convert).gather([1, 2]))
+
+
+@pytest.mark.parametrize("kwargs", [dict(size=0, dynamic_size=True), dict(size=3, dynamic_size=True), dict(size=0)])
+def test_split_with_no_lengths_is_refused(backend, kwargs):
+    """split(value, []) raises the library class's InvalidArgumentError, class and text (it made
+    an array of size 0 here; TensorFlow fails building the graph, with a ValueError)."""
+    assert_same_as_library(lambda make, convert: make(**kwargs).split(convert(np.zeros((0, 2))), []).size())
