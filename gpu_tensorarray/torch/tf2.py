@@ -284,7 +284,8 @@ class TF2TensorArray:
         indices = [self._index(contents, i, "gather", growing=False)
                    for i in self._vector(indices, "indices", "gather")]
         if not indices:
-            return torch.zeros((0,) + tuple(self._zero_shape(contents, "gather", among=())), dtype=self._dtype)
+            return torch.zeros((0,) + tuple(self._zero_shape(contents, "gather", among=())), dtype=self._dtype,
+                               device=contents.storage.device)
         return self._rows(contents, indices, "gather")
 
     def stack(self, name=None):
@@ -294,7 +295,7 @@ class TF2TensorArray:
             if not is_fully_defined(shape):
                 raise self._error(f"Tried to stack an empty list with non-fully-defined element_shape: {shape}",
                                   "stack")
-            return torch.zeros((0,) + tuple(shape), dtype=self._dtype)
+            return torch.zeros((0,) + tuple(shape), dtype=self._dtype, device=contents.storage.device)
         return self._rows(contents, range(len(contents.phys)), "stack")
 
     def concat(self, name=None):
@@ -311,7 +312,7 @@ class TF2TensorArray:
             shape = contents.element_shape
             if shape is None or not is_fully_defined(shape[1:]):
                 raise self._error("Tried to concat an empty list with non-fully-defined element_shape", "concat")
-            return torch.zeros((0,) + tuple(shape[1:]), dtype=self._dtype)
+            return torch.zeros((0,) + tuple(shape[1:]), dtype=self._dtype, device=contents.storage.device)
         return torch.cat(values)
 
     def scatter(self, indices, value, name=None):

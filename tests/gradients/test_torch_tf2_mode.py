@@ -1,13 +1,14 @@
 """gpu_tensorarray.torch.TensorArray(mode="tf2"): a list's rules (overwrite, re-read, zeros for
 unwritten slots, unstack and split replace the contents) with the gradients of the same
 program written with a Python list (float64, 1e-12 relative), at first and second order; only
-the TensorArray an op returned may be used after it. TF1 rules stay the default.
+the TensorArray an op returned may be used after it. TF1 rules stay the default. Where the
+library's own class (gpu_tensorarray.TensorArray, mode "tf2") answers, the bridge gives its
+values, or its error class and text.
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
-import pytest
-
 import numpy as np
+import pytest
 
 import gpu_tensorarray
 from gpu_tensorarray.errors import InvalidArgumentError, UnimplementedError
@@ -15,7 +16,7 @@ from gpu_tensorarray.testing import import_torch
 
 torch = import_torch()
 from torch_helpers import torch_device  # noqa: E402
-from gpu_tensorarray.torch import TensorArray  # noqa: E402
+from gpu_tensorarray.torch import TensorArray, tensor_array  # noqa: E402
 from gpu_tensorarray.torch.tf2 import TF2TensorArray  # noqa: E402
 
 F64 = torch.float64
@@ -348,3 +349,22 @@ def test_split_with_no_lengths_is_refused(backend, kwargs):
     """split(value, []) raises the library class's InvalidArgumentError, class and text (it made
     an array of size 0 here; TensorFlow fails building the graph, with a ValueError)."""
     assert_same_as_library(lambda make, convert: make(**kwargs).split(convert(np.zeros((0, 2))), []).size())
+
+
+_EMPTY_RESULTS = [
+    lambda make, c: make(size=2, element_shape=(3,)).gather([]),
+    lambda make, c: make(size=2).write(1, c([1.0, 2.0, 3.0])).gather([]),
+    lambda make, c: make(size=0, element_shape=(3,)).stack(),
+    lambda make, c: make(size=0, element_shape=(2, 3)).concat(),
+]
+
+
+@pytest.mark.parametrize("call", _EMPTY_RESULTS)
+def test_empty_results_are_the_library_class_s_on_the_array_s_device(backend, call, monkeypatch):
+    """gather([]), and stack() and concat() of an empty array, give the library class's value on
+    the array's device, as every other read does (they were made on the CPU): checked on the
+    device tests run on, and with the storage's device reported as "meta" (a CUDA array's
+    device on a machine without one)."""
+    assert_same_as_library(call)
+    monkeypatch.setattr(tensor_array.TensorArray, "device", property(lambda self: torch.device("meta")))
+    assert call(_bridge, lambda value: torch.as_tensor(value, dtype=F64)).device == torch.device("meta")
