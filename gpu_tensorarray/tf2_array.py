@@ -27,6 +27,7 @@ import numpy as np
 from . import dtypes, modes, raw_ops
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import host_ints, scalar_int
+from .messages import zero_shape
 from .registry import registry
 from .shapes import as_partial_shape, format_shape, is_compatible, is_fully_defined, merge
 from .strings import as_strings, empty_strings
@@ -217,30 +218,16 @@ class TF2TensorArray(TensorArray):
         except InvalidArgumentError as error:
             raise self._error(error.message, method) from None
 
-    def _zero_shape(self, contents, what, method, among=None):
-        """The shape an unwritten slot reads as: the element shape merged with the shape of
-        every set slot (of the slots ``among``, for a gather)."""
+    def _zero_shape(self, contents, method, among=None):
+        """The shape an unwritten slot reads as (``zero_shape``), every set slot's shape (of the
+        slots ``among``, for a gather) merged in."""
         try:
             shape = merge(contents.element_shape, contents.list_shape)
         except InvalidArgumentError as error:
             raise self._error(error.message, method) from None
-        if not is_fully_defined(shape):
-            slot_shapes = contents.slot_shapes
-            try:
-                for slot_shape in slot_shapes if among is None else [slot_shapes[i] for i in among]:
-                    if slot_shape is not None:
-                        shape = merge(shape, slot_shape)
-            except InvalidArgumentError as error:
-                raise self._error(error.message, method) from None
-        if not is_fully_defined(shape):
-            if method == "read":
-                text = (f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
-                        f"{format_shape(shape)} and no list element is set.")
-            else:
-                text = (f"Tried to {what} uninitialized tensors from a list with non-fully-defined element_shape: "
-                        f"{format_shape(shape)}")
-            raise self._error(text, method)
-        return shape
+        slot_shapes = contents.slot_shapes if among is None else [contents.slot_shapes[i] for i in among]
+        return zero_shape(shape, (slot_shape for slot_shape in slot_shapes if slot_shape is not None), method,
+                          self._error)
 
     def _zero_slot(self, contents, shape):
         """A physical slot holding zeros of ``shape`` (unwritten slots gather from it)."""
@@ -278,22 +265,22 @@ class TF2TensorArray(TensorArray):
         if unset.any():
             slots = slots.copy()
             among = indices.tolist() if method == "gather" else None
-            slots[unset] = self._zero_slot(contents, self._zero_shape(contents, method, method, among))
+            slots[unset] = self._zero_slot(contents, self._zero_shape(contents, method, among))
         return slots
 
     def _copy_values(self, contents, zeros_for_unset):
         """Each logical slot's value read out (recorded, so gradients follow); with
         ``zeros_for_unset`` unwritten slots as zeros, else left out."""
-        zero_shape = None
+        unset_shape = None
         phys = contents.phys[:contents.length].tolist()
         if zeros_for_unset and _UNSET in phys:
-            zero_shape = self._concat_zero_shape(contents, phys.index(_UNSET))
+            unset_shape = self._concat_zero_shape(contents, phys.index(_UNSET))
         values = {}
         for logical, slot in enumerate(phys):
             if slot != _UNSET:
                 values[logical] = raw_ops.TensorArrayReadV3(contents.handle, slot, 0.0, self._dtype)
-            elif zero_shape is not None:
-                values[logical] = _zeros(contents.array.backend, zero_shape, self._dtype)
+            elif unset_shape is not None:
+                values[logical] = _zeros(contents.array.backend, unset_shape, self._dtype)
         return values
 
     def _concat_zero_shape(self, contents, first_unset):
@@ -380,7 +367,7 @@ class TF2TensorArray(TensorArray):
                               "read")
         slot = int(contents.phys[index])
         if slot == _UNSET:
-            slot = self._zero_slot(contents, self._zero_shape(contents, "read", "read"))
+            slot = self._zero_slot(contents, self._zero_shape(contents, "read"))
         return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
 
     def gather(self, indices: IntsLike, name: str | None = None) -> Tensor:
@@ -397,7 +384,7 @@ class TF2TensorArray(TensorArray):
 
     def _rows(self, contents, indices, method):
         if len(indices) == 0:
-            return self._empty(self._zero_shape(contents, method, method, [] if method == "gather" else None))
+            return self._empty(self._zero_shape(contents, method, [] if method == "gather" else None))
         self._check_row_shapes(contents, indices, method)
         slots = self._physical(contents, indices, method)
         return raw_ops.TensorArrayGatherV3(contents.handle, slots, contents.flow, self._dtype)

@@ -23,8 +23,9 @@ import torch
 
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
+from ..messages import zero_shape
 from ..registry import registry
-from ..shapes import as_partial_shape, format_shape, is_fully_defined, merge
+from ..shapes import as_partial_shape, is_fully_defined, merge
 from .crossing import host_value
 
 __all__ = ["TF2TensorArray", "register_storage_class"]
@@ -210,27 +211,12 @@ class TF2TensorArray:
                 contents.versions[slot] = row._version
 
     def _zero_shape(self, contents, method, among=None):
-        """The shape an unwritten slot reads as, as the library's class finds it: the element
-        shape merged with the shape of every set slot (of the slots ``among``, for a gather);
-        with infer_shape=False the element shape alone may not say it."""
-        shape = contents.element_shape
-        if not is_fully_defined(shape):
-            phys, shapes = contents.phys, contents.shapes
-            try:
-                for index in range(len(phys)) if among is None else among:
-                    if phys[index] is not None:
-                        shape = merge(shape, shapes[phys[index]])
-            except InvalidArgumentError as error:
-                raise self._error(error.message, method) from None
-        if not is_fully_defined(shape):
-            if method == "read":
-                text = (f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
-                        f"{format_shape(shape)} and no list element is set.")
-            else:
-                text = (f"Tried to {method} uninitialized tensors from a list with non-fully-defined element_shape: "
-                        f"{format_shape(shape)}")
-            raise self._error(text, method)
-        return shape
+        """The shape an unwritten slot reads as, as the library's class finds it (zero_shape): the
+        element shape merged with the shape of every set slot (of the slots ``among``, for a
+        gather); with infer_shape=False the element shape alone may not say it."""
+        phys, shapes = contents.phys, contents.shapes
+        return zero_shape(contents.element_shape, (shapes[phys[index]] for index in (
+            range(len(phys)) if among is None else among) if phys[index] is not None), method, self._error)
 
     def _zeros(self, contents, method, among=None):
         return torch.zeros(self._zero_shape(contents, method, among), dtype=self._dtype,
