@@ -25,7 +25,7 @@ from .. import dtypes
 from ..errors import InvalidArgumentError, UnimplementedError, about
 
 __all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "cuda_scope", "host_value", "DIFFERENTIABLE",
-           "unsupported_transform", "refuse_tangent"]
+           "unsupported_transform", "refuse_tangent", "refused"]
 
 # torch dtype -> the library's dtype: the one table both directions use.
 _TO_LIBRARY = {
@@ -105,7 +105,7 @@ def to_backend(value, backend, owner=None):
         return value.numpy()
     except (RuntimeError, TypeError, BufferError):
         # Which tensors cannot cross is asked only here, once one failed: the common path pays nothing.
-        refusal = _refusal(value, owner)
+        refusal = refused(value, owner)
         if refusal is None:
             raise
         raise refusal from None
@@ -115,7 +115,7 @@ def to_backend(value, backend, owner=None):
 _is_legacy_batched = getattr(torch._C._functorch, "is_legacy_batchedtensor", lambda value: False)
 
 
-def _refusal(value, owner):
+def refused(value, owner):
     """The error for a tensor that cannot cross (None: it is not one of those)."""
     if _is_legacy_batched(value):        # a gradient of torch.autograd.grad(is_grads_batched=True)
         return unsupported_transform(owner)

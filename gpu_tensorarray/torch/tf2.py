@@ -26,7 +26,7 @@ from ..host import host_ints, scalar_int
 from ..messages import zero_shape
 from ..registry import registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
-from .crossing import host_value
+from .crossing import host_value, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class"]
 
@@ -148,6 +148,8 @@ class TF2TensorArray:
             except (TypeError, ValueError, OverflowError, RuntimeError) as error:   # None, a string, ragged lists
                 raise self._error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: {described(error)}",
                                   method) from None
+        if value.is_nested or value.layout != torch.strided or value.is_meta:
+            raise refused(value, self.handle)       # the V3 array's words, before anything asks its shape
         if value.dtype != self._dtype:
             raise self._error(f"Invalid data types; op elements {value.dtype} but list elements {self._dtype}", method)
         return value

@@ -519,8 +519,6 @@ def test_tensors_without_dense_data_are_refused_by_name(backend, mode, op, kind)
     """Sparse, meta and nested tensors are InvalidArgumentError naming the array (as a dtype the
     library lacks is), not torch's TypeError, NotImplementedError or RuntimeError; the array
     takes a dense value in their place."""
-    if mode == "tf2" and (kind == "nested" or (kind.startswith("sparse") and op == "split")):
-        pytest.skip("mode tf2 asks a nested tensor's shape, and slices a split's value, before it crosses (tf2.py)")
     ta = TensorArray(F64, size=2, mode=mode)
     run = {"write": lambda value: ta.write(0, value), "unstack": lambda value: ta.unstack(value),
            "scatter": lambda value: ta.scatter([0, 1], value), "split": lambda value: ta.split(value, [1, 1])}[op]
