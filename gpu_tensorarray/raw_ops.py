@@ -44,7 +44,10 @@ _DTYPES = dtypes.CACHE
 def _out_of_host_memory(op, handle, error):
     """An op's host temporaries (index vectors, flag masks, the plans of its checks) ran out
     of memory: ResourceExhaustedError, as an allocation through the backend. Every op makes
-    them before it changes anything, so the array is as it was."""
+    them before it changes anything, so the array is as it was. The op's own
+    ResourceExhaustedError (a MemoryError too) already says what ran out: it goes as it is."""
+    if isinstance(error, ResourceExhaustedError):
+        return error
     return ResourceExhaustedError(f"OOM in {op}: host memory ran out ({described(error)}){about(handle)}")
 
 

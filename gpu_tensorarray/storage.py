@@ -23,7 +23,7 @@ from operator import attrgetter
 from types import MappingProxyType
 
 from . import dtypes, messages
-from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError, described
+from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError
 from .host import (FLAG_BYTES, INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_all_equal,
                    flags_at, has_duplicates, index_vector, repeats)
 from .layouts import new_layout
@@ -523,9 +523,8 @@ class ArrayStorage:
         except BaseException as error:
             if undo is not None:
                 undo()
-            if isinstance(error, MemoryError):
-                raise messages.out_of_memory(self, ResourceExhaustedError(
-                    f"OOM when making the result of a read on {self.backend.device}: {described(error)}")) from None
+            if isinstance(error, ResourceExhaustedError):
+                raise messages.out_of_memory(self, error) from None
             raise
         self._unread = False
         if changes:

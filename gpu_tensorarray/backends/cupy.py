@@ -327,7 +327,13 @@ class CupyBackend(KernelRows, Backend):
 
         def join(arrays):
             with self._device:
-                return cupy.concatenate(arrays, axis=0, out=out)
+                try:
+                    return cupy.concatenate(arrays, axis=0, out=out)
+                except MemoryError as error:
+                    # Of more than 8 small pieces CuPy uploads a table of their addresses
+                    # (_concatenate_single_kernel): a pool allocation of its own.
+                    raise ResourceExhaustedError(f"OOM when joining {len(arrays)} pieces on {self.device}: "
+                                                 f"{error}") from None
         return join
 
 

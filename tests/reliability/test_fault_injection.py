@@ -84,6 +84,7 @@ def test_every_failing_allocation_changes_nothing(backend, monkeypatch, name):
         door, error = run_with_door(backend, monkeypatch, op, fail_at=k)
         assert error is not None, f"allocation {k} ({counted.calls[k - 1]}) failed, yet the op succeeded"
         assert "OOM" in str(error) and "injected" in str(error), error
+        assert "host memory ran out" not in str(error), error        # the door's own words, once
         after = [snapshot(handle) for handle in handles]
         assert after == before, f"{name}: failing allocation {k} of {len(counted.calls)} " \
                                 f"({counted.calls[k - 1]}) changed the array"
@@ -120,8 +121,9 @@ def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
     result_bytes = 10 * 512 if op == "gather" else 12 * 512
     pool.set_limit(size=pool.total_bytes() + result_bytes)    # the result fits; CuPy's table does not
     try:
-        with pytest.raises(errors.ResourceExhaustedError, match=handle.name):
+        with pytest.raises(errors.ResourceExhaustedError, match=handle.name) as raised:
             reads[op]()
+        assert "OOM when" in str(raised.value) and "host memory" not in str(raised.value), raised.value
     finally:
         pool.set_limit(size=0)
     assert snapshot(handle) == before
