@@ -24,9 +24,7 @@ _new = object.__new__
 _raw_read = raw_ops.TensorArrayReadV3
 _is_grad_enabled = torch.is_grad_enabled
 # Inside a dual level (forward-mode AD) the level is >= 0: a value written then may carry a tangent.
-# (A torch without that module attribute gets a stand-in at -1: its dual tensors are not caught.)
-_forward_ad = torch.autograd.forward_ad if hasattr(torch.autograd.forward_ad, "_current_level") else \
-    type("_NoDualLevel", (), {"_current_level": -1})
+_forward_ad = torch.autograd.forward_ad
 
 
 class TensorArray:

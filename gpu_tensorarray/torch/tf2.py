@@ -26,9 +26,11 @@ from ..host import host_ints, scalar_int
 from ..messages import zero_shape
 from ..registry import registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
-from .crossing import host_value, refused
+from .crossing import host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class"]
+
+_forward_ad = torch.autograd.forward_ad     # its level is >= 0 inside a dual level (forward-mode AD)
 
 _new = object.__new__
 _storage_class = []            # the V3 torch TensorArray (tensor_array.py registers it)
@@ -150,6 +152,8 @@ class TF2TensorArray:
                                   method) from None
         if value.is_nested or value.layout != torch.strided or value.is_meta:
             raise refused(value, self.handle)       # the V3 array's words, before anything asks its shape
+        if _forward_ad._current_level >= 0:
+            refuse_tangent(value, self.handle)      # before the op changes the list (its shape, its slots)
         if value.dtype != self._dtype:
             raise self._error(f"Invalid data types; op elements {value.dtype} but list elements {self._dtype}", method)
         return value

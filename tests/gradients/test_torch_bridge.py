@@ -452,9 +452,11 @@ def test_forward_mode_ad_is_refused_by_name(backend, mode, op):
     with forward_ad.dual_level():
         dual = forward_ad.make_dual(primal, tangent)
         ta = TensorArray(F64, size=2, mode=mode)
+        before = ta.element_shape
         with pytest.raises(gta.errors.UnimplementedError, match="forward-mode AD.*reverse mode") as error:
             run(ta, torch.sin(dual))
         assert f"TensorArray {ta.handle.name}:" in str(error.value)
+        assert ta.element_shape == before           # the refused op changed nothing
         # Values without a tangent are fine inside a dual level: their tangent is zero.
         plain = TensorArray(F64, size=2, mode=mode, clear_after_read=False).unstack(primal)
         assert torch.equal(forward_ad.unpack_dual(plain.read(1) * dual[1]).tangent, primal[1] * tangent[1])
