@@ -384,9 +384,28 @@ def _set_current_stream(local, stream):
 
 
 def get_current_stream(device_id=-1):
-    """cupy/cuda/stream.pyx: the thread's current stream of a device (by default, -1, the
-    current device's; the null stream until one is made current there)."""
-    return _thread_streams().current[_current_device() if device_id in (-1, None) else device_id]
+    """cupy/cuda/stream.pyx, ``cpdef get_current_stream(int device_id=-1)``: the thread's
+    current stream of a device (-1: the current device's; the null stream until one is made
+    current there). Any other id indexes _ThreadLocal's list of per-device streams, as
+    Python indexes a list (Cython's default wraparound and boundscheck): -2 is the last
+    device, an id past either end IndexError."""
+    device_id = _c_int(device_id)
+    if device_id == -1:
+        device_id = _current_device()
+    return _thread_streams().current[device_id]
+
+
+def _c_int(value):
+    """A Python argument converted to a C ``int`` as Cython does: through ``__int__`` (a float
+    is truncated), TypeError for what has none (None among them), OverflowError outside int32."""
+    if not isinstance(value, int):
+        convert = getattr(type(value), "__int__", None)
+        if convert is None:
+            raise TypeError("an integer is required")
+        value = convert(value)
+    if not -2**31 <= value < 2**31:
+        raise OverflowError("value too large to convert to int")
+    return int(value)
 
 
 class Event:
