@@ -1018,12 +1018,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=None, shape=None):
     return full(a.shape if shape is None else shape, fill_value, a.dtype if dtype is None else dtype)
 
 
-def _upload(obj, dtype=None, order="K"):
+def _upload(obj, dtype=None, order="K", ndmin=0):
     """A host-to-device copy onto the current device. core.pyx, _array_default: order "K"
-    (or "A") keeps a NumPy array's Fortran order (``flags.fnc``); anything else is C."""
+    (or "A") keeps a NumPy array's Fortran order (``flags.fnc``); anything else is C. The
+    host value is numpy.array(obj, dtype, copy=None, ndmin=ndmin), so a 0-d value given
+    ``ndmin`` is copied, not filled."""
     if order in ("K", "k", "A", "a"):
         order = "F" if isinstance(obj, np.ndarray) and obj.flags.fnc else "C"
-    host = np.asarray(obj, dtype=dtype)
+    host = np.array(obj, dtype=dtype, copy=None, ndmin=ndmin)
     if host.dtype.hasobject:
         raise ValueError("Unsupported dtype object")
     if host.ndim == 0:
@@ -1041,7 +1043,13 @@ def _upload(obj, dtype=None, order="K"):
 
 def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, blocking=False):
     """cupy/_creation/from_data.py and core.pyx's array(): a device array (another
-    device's is copied onto the current one); anything else goes through NumPy."""
+    device's is copied onto the current one); anything else goes through NumPy. ``ndmin``
+    prepends ones to the shape. ``copy`` is read for device arrays only: a host value is
+    always copied, copy=False included, with no NumPy 2 ValueError (core.pyx, _array_default:
+    only _try_skip_h2d_copy reads it, and it maps host memory only under CUPY_ENABLE_UMP=1,
+    off by default and not modelled)."""
+    if subok:
+        raise NotImplementedError            # core.pyx, array: subok is not supported
     if isinstance(obj, ndarray):
         # core.pyx, _array_from_cupy_ndarray: on the current device, _astype(dtype, order, copy);
         # another device's array is copied onto the current one (src.copy(order), whatever
@@ -1049,11 +1057,23 @@ def array(obj, dtype=None, copy=True, order="K", subok=False, ndmin=0, blocking=
         order = "K" if order is None else order
         dtype = obj.dtype if dtype is None else dtype
         if obj._device == _current_device():
-            return obj._astype(dtype, order=order, copy=copy)
-        return obj.copy(order=order)._astype(dtype, copy=None)
+            made = obj._astype(dtype, order=order, copy=copy)
+        else:
+            made = obj.copy(order=order)._astype(dtype, copy=None)
+        if ndmin > made.ndim and made is obj:
+            made = made.view()               # the ones go on a view: ``obj`` keeps its shape
+        return _prepend_ones(made, ndmin)
     if isinstance(obj, (list, tuple)) and any(isinstance(part, ndarray) for part in obj):
-        return stack([asarray(part, dtype) for part in obj]) if obj else _upload(obj, dtype)
-    return _upload(obj, dtype, "K" if order is None else order)
+        # core.pyx, _array_from_nested_sequence: ndmin pads the joined shape (a reshape of a new array).
+        return _prepend_ones(stack([asarray(part, dtype) for part in obj]), ndmin)
+    return _upload(obj, dtype, "K" if order is None else order, ndmin)
+
+
+def _prepend_ones(made, ndmin):
+    """core.pyx, _array_from_cupy_ndarray: ``a.shape = (1,) * (ndmin - ndim) + a.shape``, in place."""
+    if ndmin > made.ndim:
+        made._a = made._a.reshape((1,) * (ndmin - made.ndim) + made.shape)
+    return made
 
 
 def asarray(a, dtype=None, order=None, *, copy=None, blocking=False):

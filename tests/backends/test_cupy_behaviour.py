@@ -52,6 +52,41 @@ def test_an_upload_keeps_a_fortran_ordered_arrays_order():
     assert cupy.ascontiguousarray(fortran).flags.c_contiguous
 
 
+@pytest.mark.skipif(os.environ.get("CUPY_ENABLE_UMP", "0") != "0", reason="CuPy maps host memory under UMP")
+def test_a_host_array_is_copied_even_with_copy_false():
+    # core.pyx, _array_default: ``copy`` is read only by _try_skip_h2d_copy, which maps host
+    # memory only under CUPY_ENABLE_UMP=1; otherwise a host array is uploaded whatever ``copy``
+    # says: no NumPy 2 ValueError for copy=False.
+    host = np.arange(4, dtype=F32)
+    uploads = [cupy.array(host, copy=False), cupy.asarray(host, copy=False), cupy.array(host, copy=None)]
+    host[0] = 9
+    for uploaded in uploads:
+        assert uploaded.get().tolist() == [0, 1, 2, 3]
+
+
+def test_ndmin_prepends_ones_and_leaves_a_device_array_as_it_was():
+    # core.pyx: a host value is numpy.array(..., ndmin=ndmin) before the upload (so a 0-d value
+    # given ndmin is copied, not filled: the sign of zero stays); a device array gets the ones
+    # in place on what _astype gave, a view when that is the array itself (_array_from_cupy_ndarray).
+    host = np.arange(12, dtype=F32).reshape(3, 4)
+    assert cupy.array(host, ndmin=4).shape == (1, 1, 3, 4)
+    assert cupy.array(host, ndmin=1).shape == (3, 4)
+    fortran = cupy.array(np.asfortranarray(host), ndmin=3)
+    assert fortran.shape == (1, 3, 4) and fortran.flags.f_contiguous and not fortran.flags.c_contiguous
+    zero = cupy.array(np.float32(-0.0), ndmin=1)
+    assert zero.shape == (1,) and np.signbit(zero.get()).all()
+    device = cupy.asarray(host)
+    view = cupy.array(device, copy=False, ndmin=3)
+    assert view.shape == (1, 3, 4) and device.shape == (3, 4) and view is not device
+    view[0, 0, 0] = 7                                      # the same memory
+    assert float(device[0, 0]) == 7
+    copied = cupy.array(device, ndmin=3)
+    copied[0, 0, 1] = 8
+    assert copied.shape == (1, 3, 4) and float(device[0, 1]) == 1
+    assert cupy.array(device, dtype=np.float64, ndmin=3).shape == (1, 3, 4)
+    assert cupy.array([device[0], device[1]], ndmin=3).shape == (1, 2, 4)
+
+
 def test_ascontiguousarray_makes_a_0d_array_1d():
     # core.pyx, ascontiguousarray: a 0-d array comes back raveled, shape (1,), copied or not;
     # its argument must be a device array. The backend's contiguous() keeps the shape.
