@@ -14,7 +14,8 @@ the cupy/cupy repository). Anything CuPy would refuse, the stand-in refuses too:
 never more lenient than a GPU, so a test that passes here cannot rely on NumPy.
 
 Stricter than most GPUs on purpose: there is no peer access between the two devices
-(CuPy then raises ValueError for a kernel on another device's array), and a launch
+(CuPy then raises ValueError for a kernel on another device's array; memcpys between
+them still work, as CUDA's do under unified addressing), and a launch
 whose arguments do not match the kernel's C signature fails (on a GPU it reads the
 wrong bytes: undefined behaviour).
 """
@@ -542,13 +543,14 @@ class MemoryPointer:
         self.ptr, self.device_id = ptr, device_id
 
     def copy_from_device_async(self, src, size, stream=None):
-        # memory.pyx: cudaMemcpyAsync on the given or current stream, no kernel; another
-        # device's memory needs peer access, which the stand-in's two devices lack.
+        # memory.pyx: _enable_peer_access (none here: nothing to enable), then cudaMemcpyAsync
+        # with cudaMemcpyDefault on the given or current stream, no kernel. Under unified
+        # addressing CUDA copies between any two devices (through the host without peer
+        # access), and a copy may be queued on a stream of any device.
         if size > 0:
-            if src.device_id != self.device_id:
-                raise CUDARuntimeError("cudaErrorPeerAccessUnsupported: peer access is not supported between "
-                                       "these two devices")
-            _note("copy", self.device_id, stream or get_current_stream(), "device to device")
+            stream = get_current_stream() if stream is None else stream
+            device = _current_device() if stream.device_id == -1 else stream.device_id
+            _note("copy", device, stream, "device to device")
             ctypes.memmove(self.ptr, src.ptr, size)
 
 
@@ -767,13 +769,29 @@ class ndarray:
         return _result(self._a[key], "take")
 
     def __setitem__(self, key, value):
-        _check_peer_access(self, _current_device())
+        # cupy/_core/_routines_indexing.pyx, _scatter_op (op "update").
         key = self._key(key)
-        if self._is_basic(key) and not isinstance(value, ndarray):
-            # cupy/_core/_routines_indexing.pyx, _scatter_op: a value that is not a device
-            # array goes to fill() (host arrays refused, gh-2079; zero is a memset).
-            self[key].fill(value)
+        if self._is_basic(key):
+            target = self[key]
+            if not isinstance(value, ndarray):
+                # A value that is not a device array goes to fill() (host arrays refused,
+                # gh-2079; zero is a memset).
+                target.fill(value)
+                return
+            if target.shape == value.shape and target.strides == value.strides:
+                if target._a.ctypes.data == value._a.ctypes.data:
+                    return                  # the same memory
+                if target._a.flags.c_contiguous and target.dtype == value.dtype:
+                    # One memcpy (copy_from_device_async), whichever devices hold the two.
+                    target.data.copy_from_device_async(value.data, value.nbytes)
+                    return
+            # elementwise_copy: a kernel on the current device, over arrays there.
+            _check_peer_access(target, _current_device())
+            _check_peer_access(value, _current_device())
+            _launched("copy")
+            target._a[...] = value._a
             return
+        _check_peer_access(self, _current_device())
         if not isinstance(value, ndarray):
             # _routines_indexing.pyx, _scatter_op_single: core.array(value, dtype=a.dtype),
             # a host-to-device copy, or for a scalar a fill() (zero: a memset, -0.0 lost).

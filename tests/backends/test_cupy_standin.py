@@ -93,6 +93,32 @@ def test_work_on_another_devices_array_fails_without_peer_access():
     assert copied.device.id == 0
 
 
+def test_memcpys_cross_devices_as_cudas_do_and_kernels_do_not():
+    # memory.pyx, copy_from_device_async: cudaMemcpyAsync (cudaMemcpyDefault) on the given or
+    # current stream, which under unified addressing copies between any two devices, peer
+    # access or not. _routines_indexing.pyx, _scatter_op: a device value of the target's shape,
+    # strides and dtype into a C-contiguous basic-indexed target is that memcpy, wherever the
+    # two live; anything else is elementwise_copy, a kernel over arrays of the current device.
+    with cupy.cuda.Device(1):
+        on_1 = cupy.arange(6, dtype=F32).reshape(2, 3)
+    on_0 = cupy.zeros((2, 3), F32)
+    with cupy.recording() as log, cupy.counting() as delta:
+        on_0.data.copy_from_device_async(on_1.data, 12)               # the first row
+        on_0[1] = on_1[1]
+        with cupy.cuda.Device(1):
+            on_1[0] = on_0[1]                                          # into device 1's memory
+    assert on_0.get().tolist() == [[0, 1, 2], [3, 4, 5]] and on_1.get().tolist() == [[3, 4, 5], [3, 4, 5]]
+    assert [entry[:2] for entry in log] == [("copy", 0), ("copy", 0), ("copy", 1)] and delta()["launches"] == 0
+    with pytest.raises(ValueError, match="Peer access is unavailable"):
+        on_0[:, :2] = on_1[:, :2]                 # a strided target: a kernel
+    with pytest.raises(ValueError, match="Peer access is unavailable"):
+        cupy.zeros((2, 3), np.float64)[...] = on_1          # a cast: a kernel
+    with pytest.raises(ValueError, match="Peer access is unavailable"):
+        on_0[np.array([0])] = on_1[:1]            # integer indices: a kernel
+    with pytest.raises(cupy.cuda.driver.CUDADriverError, match="ILLEGAL_ADDRESS"):
+        _kernel()((1,), (32,), (on_0, on_1, cupy.asarray(np.array([0], np.int64)), np.int64(1), np.int64(3)))
+
+
 def test_a_strided_copy_from_another_device_is_made_contiguous_there_first():
     # core.pyx, copy(): astype(order, copy=False) with the array's device current (its pool,
     # a kernel on its current stream), then a memcpy on the current device's stream.

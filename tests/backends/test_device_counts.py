@@ -53,15 +53,16 @@ INDICES = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5, 3], np.int32)
 
 # op -> (launches, syncs, allocations). A write uploads its value (one allocation) and
 # copies it into the slab; a read copies its row (CuPy has no read-only views); a gather
-# or scatter uploads its indices; a scatter-add packs its grouping into one upload.
+# or scatter uploads its indices; a scatter-add packs its grouping into one upload. A
+# copy between arrays of one layout is a memcpy, no kernel (_routines_indexing.pyx, _scatter_op).
 CEILINGS = {
     "create": (0, 0, 0),
-    "write": (1, 0, 1),
-    "read": (1, 0, 1),
+    "write": (0, 0, 1),
+    "read": (0, 0, 1),
     "gather": (1, 0, 2),
     "scatter": (1, 0, 2),
     "stack": (1, 0, 2),
-    "concat": (1, 0, 1),
+    "concat": (0, 0, 1),
     "size": (0, 0, 0),
     "split": (2, 0, 3),
     "grad": (0, 0, 0),
