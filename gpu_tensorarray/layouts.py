@@ -40,6 +40,26 @@ def _listed(slots):
     return slots.tolist() if hasattr(slots, "tolist") else slots
 
 
+def _zero_rows(slab, slots):
+    """``slab[slots] = 0`` by slices, one per run of consecutive slots, for an undo, which
+    runs after the op allocated everything and must not allocate: a GPU uploads an index
+    array and the zero (two allocations a full device refuses), where a slice's zero is a
+    memset. ``slots``: a range, a tuple or a host int vector, in any order."""
+    if type(slots) is range and slots.step == 1:
+        slab[slots.start:slots.stop] = 0
+        return
+    start = stop = None
+    for slot in slots:
+        slot = int(slot)
+        if slot != stop:
+            if start is not None:
+                slab[start:stop] = 0
+            start = slot
+        stop = slot + 1
+    if start is not None:
+        slab[start:stop] = 0
+
+
 # A dynamic array's slab starts with room for this many bytes of rows (at least): a
 # loop of small writes then regrows it a few times, not at every power of two.
 FIRST_SLAB_BYTES = 16 * 1024
@@ -305,7 +325,6 @@ class UniformLayout(Layout):
 
     def undo_point(self, slots, rows):
         row_shape = self.row_shape
-        selected = slice(slots.start, slots.stop) if type(slots) is range else slots
         if rows == "keep":
             indices = index_vector(_listed(slots))
             kept = self.backend.prepare_take_rows(indices, row_shape, self.dtype)(self.slab)
@@ -317,7 +336,7 @@ class UniformLayout(Layout):
         elif rows == "zeros":
             def undo():
                 if self.slab is not None:
-                    self.slab[selected] = 0
+                    _zero_rows(self.slab, slots)
                 self.row_shape = row_shape
         else:
             def undo():

@@ -745,9 +745,13 @@ class ndarray:
 
     # -- views and copies -------------------------------------------------------------------------
     def _key(self, key):
-        """An index key as NumPy's: device index arrays must be on this array's device."""
+        """An index key as NumPy's (_routines_indexing.pyx, _prepare_slice_list): a list or a
+        NumPy array is uploaded first (core.array, an allocation; an empty list as int32), and
+        device index arrays must be on this array's device."""
         if isinstance(key, tuple):
             return tuple(self._key(part) for part in key)
+        if isinstance(key, (list, np.ndarray)):
+            key = _upload(key, np.int32 if isinstance(key, list) and np.size(key) == 0 else None)
         if isinstance(key, ndarray):
             _check_peer_access(key, self._device)
             return key._a

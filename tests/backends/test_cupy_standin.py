@@ -54,6 +54,27 @@ def test_fill_with_zero_is_a_memset_that_drops_the_sign():
         array[...] = np.ones(3, F32)      # host arrays are refused (CuPy gh-2079)
 
 
+def test_a_host_index_array_is_uploaded_before_it_indexes():
+    # _routines_indexing.pyx, _prepare_slice_list: a list or NumPy array index becomes a device
+    # array (core.array: an allocation and an upload); an integer or a slice stays a view's.
+    array = cupy.zeros((4, 2), F32)
+    rows = cupy.ones((2, 2), F32)
+    with cupy.counting() as delta:
+        array[np.array([1, 3])] = rows
+        array[[0]] = rows[:1]
+    assert (delta()["uploads"], delta()["allocations"]) == (2, 2)
+    assert array.get()[:, 0].tolist() == [1, 1, 0, 1]
+    assert array[[]].shape == (0, 2)                   # an empty list indexes as int32
+    pool = cupy.get_default_memory_pool()
+    pool.set_limit(size=pool.used_bytes())
+    with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+        array[np.array([2])] = rows[:1]
+    with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+        array[np.array([2])] = 0                        # the indices, then the zero (a 0-d upload)
+    array[2:3] = 0                                      # a slice's zero: a memset, no allocation
+    array[2] = rows[0]                                  # a memcpy
+
+
 def test_dlpack_refuses_a_host_producer_and_exports_to_the_host_only_as_a_copy():
     with pytest.raises(TypeError, match="CPU arrays cannot be directly imported"):
         cupy.from_dlpack(np.arange(3))

@@ -6,7 +6,8 @@ runs the op again on a fresh, identical array with the k-th allocation failing a
 NumPy fails (MemoryError inside the allocation). Each time the op must raise
 ResourceExhaustedError (never a bare MemoryError) and leave its array bitwise as it
 was: every slot's state, shape and value bytes, read through the public face
-(``size``, ``element_shape``, ``slot_state``), which never clears a slot.
+(``size``, ``element_shape``, ``slot_state``), which never clears a slot. The undo of a
+change an interrupt stops runs where no allocation may fail: it must allocate nothing.
 
 The last tests: creating 2**31-1 slots checks the flags' allocation before making it; a
 gradient array's gather past its end peaks near what was admitted; closing a forward
@@ -130,6 +131,52 @@ def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
     value = host(reads[op]()[0] if op == "concat" else reads[op]())
     rows = [np.full(256 if index == 10 else 128, index, np.float32) for index in range(11 if op == "concat" else 10)]
     assert np.array_equal(value, np.concatenate(rows) if op == "concat" else np.stack(rows))
+
+
+def _no_memory_left(backend, monkeypatch):
+    """From now on every allocation fails: the door's, and on the cupy backend the device
+    pool's own (CuPy's uploads of index arrays and scalars do not go through the door)."""
+    def refused(make, nbytes, what, host=False):
+        raise errors.ResourceExhaustedError("injected: no memory left")
+    monkeypatch.setattr(backend, "allocate", refused)
+    if backend.name == "cupy":
+        import cupy
+        pool = cupy.get_default_memory_pool()
+        pool.free_all_blocks()
+        pool.set_limit(size=pool.total_bytes())
+
+
+def test_an_interrupted_write_is_undone_with_no_memory_left(backend, monkeypatch):
+    """A change that an interrupt stops is undone after the op allocated everything it
+    needs, where nothing may be allocated any more: rows stored into slots without a value
+    go back to zeros by memsets (on a GPU ``slab[indices] = 0`` uploads the indices and the
+    zero, and a full device would leave the rows changed and raise OutOfMemoryError)."""
+    handle, _ = new(8, "float32", element_shape=[4])
+    write(handle, 0, f32(np.ones(4)))                    # the slab exists: the scatter stores into it
+    before = snapshot(handle)
+    real = backend.prepare_put_rows
+    slots = [5, 2, 3, 7]
+    with monkeypatch.context() as patch:
+        def interrupted(indices, rows, dtype):
+            put = real(indices, rows, dtype)
+
+            def put_then_interrupt(dst):
+                put(dst)                                 # the rows land, then the interrupt
+                _no_memory_left(backend, patch)
+                raise KeyboardInterrupt("injected after the rows were stored")
+            return put_then_interrupt
+
+        patch.setattr(backend, "prepare_put_rows", interrupted)
+        try:
+            with pytest.raises(KeyboardInterrupt, match="injected"):
+                scatter(handle, slots, f32(np.full((4, 4), 3)))
+        finally:
+            if backend.name == "cupy":
+                import cupy
+                cupy.get_default_memory_pool().set_limit(size=0)
+    assert snapshot(handle) == before
+    for slot in slots:                                   # unwritten slots of a known shape read as zeros
+        assert host(read(handle, slot)).tolist() == [0, 0, 0, 0], slot
 
 
 def test_create_allocates_through_the_door(backend, monkeypatch):
