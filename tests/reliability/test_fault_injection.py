@@ -7,7 +7,8 @@ NumPy fails (MemoryError inside the allocation). Each time the op must raise
 ResourceExhaustedError (never a bare MemoryError) and leave its array bitwise as it
 was: every slot's state, shape and value bytes, read through the public face
 (``size``, ``element_shape``, ``slot_state``), which never clears a slot. The undo of a
-change an interrupt stops runs where no allocation may fail: it must allocate nothing.
+change an interrupt stops runs where no allocation may fail: it must allocate nothing. A
+read whose result fails as it is made, after its soft slots got their zeros, takes them back.
 
 The last tests: creating 2**31-1 slots checks the flags' allocation before making it; a
 gradient array's gather past its end peaks near what was admitted; closing a forward
@@ -177,6 +178,98 @@ def test_an_interrupted_write_is_undone_with_no_memory_left(backend, monkeypatch
     assert snapshot(handle) == before
     for slot in slots:                                   # unwritten slots of a known shape read as zeros
         assert host(read(handle, slot)).tolist() == [0, 0, 0, 0], slot
+
+
+def _soft_gradient(layout):
+    """A gradient array of 20 slots that read as zeros: soft (written in its forward array: a
+    shape, no value), uniform ((3,) each) or ragged (even slots (3,), odd (2,)); or unwritten
+    ("unwritten": the forward array's element shape (3,), its layout's row shape not yet set)."""
+    if layout == "unwritten":
+        forward, _ = new(20, "float32", element_shape=[3])
+        return forward, grad(forward)
+    forward, _ = new(20, "float32", element_shape=None)
+    for index in range(20):
+        write(forward, index, f32(np.full(2 if layout == "ragged" and index % 2 else 3, index)))
+    return forward, grad(forward)
+
+
+def _layout_state(handle):
+    """What a read's undo puts back besides the slots' flags: a uniform layout's row shape, a
+    ragged one's end, offsets and shapes (its buffer may stay grown: reserve keeps every slot)."""
+    layout = registry.lookup(handle)._layout
+    return (type(layout).__name__, getattr(layout, "row_shape", None), getattr(layout, "end", None),
+            dict(getattr(layout, "offsets", {})), dict(getattr(layout, "shapes", {})))
+
+
+@pytest.mark.parametrize("layout", ["uniform", "ragged", "unwritten"])
+@pytest.mark.parametrize("op", ["read", "gather"])
+def test_a_failed_result_undoes_the_soft_zeros_of_its_reads(backend, monkeypatch, layout, op):
+    """storage._commit_reads gives the soft slots it reads their zeros, then makes the result,
+    then marks the reads: a result that fails as it is made (here its allocation, refused by
+    the door inside ``result()``; on a GPU, a join's own temporaries) undoes the zeros, and the
+    array is as before, slot by slot."""
+    _, g = _soft_gradient(layout)
+    slots = [0, 4, 6, 10, 12, 14, 16, 18, 2, 8]          # more than 8: a ragged gather joins 10 pieces
+    reads = {"read": lambda: read(g, 6), "gather": lambda: gather(g, slots)}
+    before, layout_before = public_snapshot(g), _layout_state(g)
+    layout_class = type(registry.lookup(g)._layout)
+
+    def failing(prepare):
+        def prepared(self, *args):
+            made = prepare(self, *args)
+
+            def result():
+                def refused():
+                    raise MemoryError("injected: the result")
+                backend.allocate(refused, 64, "the result")
+                return made()
+            return result
+        return prepared
+
+    with monkeypatch.context() as patch:
+        for name in ("prepare_row", "prepare_take"):
+            patch.setattr(layout_class, name, failing(getattr(layout_class, name)))
+        with pytest.raises(errors.ResourceExhaustedError, match="injected") as raised:
+            reads[op]()
+    assert g.name in str(raised.value), raised.value
+    assert public_snapshot(g) == before
+    assert _layout_state(g) == layout_before
+    value = host(reads[op]())                            # as if nothing had happened: zeros
+    assert value.shape == ((3,) if op == "read" else (10, 3)) and not value.any()
+
+
+def test_a_gradients_join_that_finds_no_device_memory_undoes_its_soft_zeros(backend, monkeypatch):
+    """The same on the device itself: CuPy's join of more than 8 pieces uploads a table of
+    their addresses (a pool allocation, not through the door) after the soft zeros are made;
+    with the pool full then, the gather fails and leaves every slot as it was."""
+    if backend.name != "cupy":
+        pytest.skip("the device pool's own temporaries: the cupy backend")
+    import cupy
+    _, g = _soft_gradient("ragged")
+    before, layout_before = public_snapshot(g), _layout_state(g)
+    pool = cupy.get_default_memory_pool()
+    real = backend.prepare_concatenate
+
+    def full_when_joining(shapes, dtype):
+        join = real(shapes, dtype)
+
+        def joined(arrays):
+            pool.free_all_blocks()
+            pool.set_limit(size=pool.total_bytes())         # the op allocated all it asked for: no room for the table
+            return join(arrays)
+        return joined
+
+    with monkeypatch.context() as patch:
+        patch.setattr(backend, "prepare_concatenate", full_when_joining)
+        try:
+            with pytest.raises(errors.ResourceExhaustedError, match=g.name) as raised:
+                gather(g, list(range(0, 20, 2)))
+            assert "OOM when joining 10 pieces" in str(raised.value), raised.value
+        finally:
+            pool.set_limit(size=0)
+    assert public_snapshot(g) == before
+    assert _layout_state(g) == layout_before
+    assert not host(gather(g, list(range(0, 20, 2)))).any()
 
 
 def test_create_allocates_through_the_door(backend, monkeypatch):
