@@ -10,7 +10,8 @@ import numpy as np
 
 from .errors import InvalidArgumentError, about, described, shown
 
-__all__ = ["as_partial_shape", "check_element_count", "format_shape", "is_fully_defined", "is_compatible", "merge"]
+__all__ = ["as_partial_shape", "check_element_count", "except_first", "format_shape", "is_fully_defined",
+           "is_compatible", "merge"]
 
 
 _INT64_MAX = 2**63 - 1
@@ -111,6 +112,12 @@ def format_shape(shape):
     if shape is None:
         return "<unknown>"
     return "[" + ",".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def except_first(shape):
+    """An element shape without its first dimension, as a concat passes it (TensorArrayConcatV3's
+    element_shape_except0): unknown stays unknown; a scalar's is (), which the op refuses."""
+    return None if shape is None else shape[1:]
 
 
 def is_fully_defined(shape):

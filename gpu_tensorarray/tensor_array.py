@@ -21,7 +21,7 @@ from .conversion import to_tensor
 from .errors import InvalidArgumentError, about, described
 from .host import host_ints
 from .registry import Handle, registry
-from .shapes import is_compatible, merge
+from .shapes import except_first, is_compatible, merge
 from .strings import is_string_like
 
 __all__ = ["TensorArray", "Tensor", "TensorLike", "DTypeLike", "IntLike", "IntsLike", "ShapeLike"]
@@ -238,10 +238,8 @@ class TensorArray:
 
     def concat(self, name: str | None = None) -> Tensor:
         """Every element joined along its first axis (elements may differ in it)."""
-        element_shape = self.element_shape
-        except0 = None if element_shape is None else element_shape[1:]     # a scalar element: ()
         value, _ = raw_ops.TensorArrayConcatV3(self._handle, self._flow, self._dtype,
-                                               element_shape_except0=except0)
+                                               element_shape_except0=except_first(self.element_shape))
         return value
 
     def unstack(self, value: TensorLike, name: str | None = None) -> TensorArray:

@@ -36,6 +36,7 @@ from torch.autograd import Function
 from .. import raw_ops
 from ..registry import registry
 from ..errors import InvalidArgumentError
+from ..shapes import except_first
 from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
@@ -383,7 +384,6 @@ def read_value(ta, backend, kind, where):
                 value = ta.stack()
                 return to_torch(value, backend), range(value.shape[0])
             return to_torch(ta.gather(where), backend), where
-        element_shape = ta.element_shape
-        value, lengths = raw_ops.TensorArrayConcatV3(
-            ta.handle, ta.flow, ta.dtype, element_shape_except0=None if element_shape is None else element_shape[1:])
+        value, lengths = raw_ops.TensorArrayConcatV3(ta.handle, ta.flow, ta.dtype,
+                                                     element_shape_except0=except_first(ta.element_shape))
         return to_torch(value, backend), lengths
