@@ -10,7 +10,7 @@ not name the array, as a suffix " (TensorArray <name>)".
 from .dtypes import tf_name
 from .errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about
 from .host import INT32_MAX, shape_text
-from .shapes import format_shape, is_fully_defined, merge
+from .shapes import format_shape
 
 
 def _shape(shape):
@@ -204,24 +204,17 @@ def prepend_negative(array, dim, dims):
     return InvalidArgumentError(f"Dimension {dim} must be >= 0 (shape_to_prepend {shape_text(dims)}){about(array)}")
 
 
-# -- mode tf2's lists ---------------------------------------------------------------------------
-def zero_shape(shape, slot_shapes, method, error):
-    """Mode tf2: the shape a list's unwritten slots read as (zeros): ``shape``, the element shape
-    known, merged with each of ``slot_shapes`` (the set slots') while not fully defined, in the
-    words of TensorFlow's TensorList ops when no shape results; ``error(text, method)`` makes
-    the class's error (tf2_array's class and gpu_tensorarray.torch's)."""
-    try:
-        if not is_fully_defined(shape):
-            for slot_shape in slot_shapes:
-                shape = merge(shape, slot_shape)
-    except InvalidArgumentError as failure:
-        raise error(failure.message, method) from None
-    if not is_fully_defined(shape):
-        if method == "read":
-            text = (f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
-                    f"{format_shape(shape)} and no list element is set.")
-        else:
-            text = (f"Tried to {method} uninitialized tensors from a list with non-fully-defined element_shape: "
-                    f"{format_shape(shape)}")
-        raise error(text, method)
-    return shape
+# -- mode tf2's lists --------------------------------------------------------------------------
+# TensorFlow 2's TensorList words; the context is the TensorArray method and the mode (both tf2
+# classes, the library's and the torch bridge's, raise these).
+def tf2_error(text, method):
+    return InvalidArgumentError(f"{text} (TensorArray.{method}, mode 'tf2')")
+
+
+def list_zeros_unknown(method, shape):
+    """No shape for a list's unwritten slot: ``shape`` is what is known, not fully defined."""
+    if method == "read":
+        return tf2_error(f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
+                         f"{format_shape(shape)} and no list element is set.", method)
+    return tf2_error(f"Tried to {method} uninitialized tensors from a list with non-fully-defined element_shape: "
+                     f"{format_shape(shape)}", method)

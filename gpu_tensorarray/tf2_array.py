@@ -24,10 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes, modes, raw_ops
+from . import dtypes, modes, raw_ops, tf2_lists
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import host_ints, scalar_int
-from .messages import zero_shape
 from .registry import registry
 from .shapes import as_partial_shape, format_shape, is_compatible, is_fully_defined, merge
 from .strings import as_strings, empty_strings
@@ -219,15 +218,15 @@ class TF2TensorArray(TensorArray):
             raise self._error(error.message, method) from None
 
     def _zero_shape(self, contents, method, among=None):
-        """The shape an unwritten slot reads as (``zero_shape``), every set slot's shape (of the
-        slots ``among``, for a gather) merged in."""
+        """The shape an unwritten slot reads as (tf2_lists.zeros_shape), every set slot's shape (of
+        the slots ``among``, for a gather) merged in."""
         try:
             shape = merge(contents.element_shape, contents.list_shape)
         except InvalidArgumentError as error:
             raise self._error(error.message, method) from None
         slot_shapes = contents.slot_shapes if among is None else [contents.slot_shapes[i] for i in among]
-        return zero_shape(shape, (slot_shape for slot_shape in slot_shapes if slot_shape is not None), method,
-                          self._error)
+        return tf2_lists.zeros_shape(shape, (slot_shape for slot_shape in slot_shapes if slot_shape is not None),
+                                     method)
 
     def _zero_slot(self, contents, shape):
         """A physical slot holding zeros of ``shape`` (unwritten slots gather from it)."""

@@ -23,9 +23,9 @@ import torch
 
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
-from ..messages import zero_shape
 from ..registry import registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
+from ..tf2_lists import zeros_shape
 from .crossing import host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class"]
@@ -217,12 +217,12 @@ class TF2TensorArray:
                 contents.versions[slot] = row._version
 
     def _zero_shape(self, contents, method, among=None):
-        """The shape an unwritten slot reads as, as the library's class finds it (zero_shape): the
+        """The shape an unwritten slot reads as, as the library's class finds it (zeros_shape): the
         element shape merged with the shape of every set slot (of the slots ``among``, for a
         gather); with infer_shape=False the element shape alone may not say it."""
         phys, shapes = contents.phys, contents.shapes
-        return zero_shape(contents.element_shape, (shapes[phys[index]] for index in (
-            range(len(phys)) if among is None else among) if phys[index] is not None), method, self._error)
+        return zeros_shape(contents.element_shape, (shapes[phys[index]] for index in (
+            range(len(phys)) if among is None else among) if phys[index] is not None), method)
 
     def _zeros(self, contents, method, among=None):
         return torch.zeros(self._zero_shape(contents, method, among), dtype=self._dtype,
