@@ -211,6 +211,29 @@ def tf2_error(text, method):
     return InvalidArgumentError(f"{text} (TensorArray.{method}, mode 'tf2')")
 
 
+def _tshape(shape):
+    """TensorShape's str, as TensorFlow's Python side prints shapes: (2, 3), (2,), (None, 2), <unknown>."""
+    if shape is None:
+        return "<unknown>"
+    dims = ", ".join("None" if d is None else str(d) for d in shape)
+    return f"({dims},)" if len(shape) == 1 else f"({dims})"
+
+
+def list_inconsistent_shapes(method, shape, element_shape):
+    # TensorFlow's text ends in a space.
+    return tf2_error(f"Inconsistent shapes: saw {_tshape(shape)} but expected {_tshape(element_shape)} ", method)
+
+
+def list_incompatible_item(method, shape, list_shape):
+    return tf2_error(f"Tried to set a tensor with incompatible shape at a list index. Item element shape: "
+                     f"{format_shape(shape)} list shape: {format_shape(list_shape)}", method)
+
+
+def split_rest_incompatible(rest, element_shape):
+    return tf2_error(f"tensor shape {format_shape(rest)} is not compatible with element_shape "
+                     f"{format_shape(element_shape)} (excepting dimension 0)", "split")
+
+
 def list_zeros_unknown(method, shape):
     """No shape for a list's unwritten slot: ``shape`` is what is known, not fully defined."""
     if method == "read":

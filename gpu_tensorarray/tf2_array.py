@@ -28,7 +28,7 @@ from . import dtypes, modes, raw_ops, tf2_lists
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import host_ints, scalar_int
 from .registry import registry
-from .shapes import as_partial_shape, format_shape, is_compatible, is_fully_defined, merge
+from .shapes import as_partial_shape, format_shape, is_fully_defined, merge
 from .strings import as_strings, empty_strings
 from .registry import Handle
 from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
@@ -185,17 +185,10 @@ class TF2TensorArray(TensorArray):
         return value
 
     def _check_shape(self, contents, shape, method):
-        """TensorFlow's Python-side check (_check_element_shape), merging when infer_shape."""
-        element_shape = contents.element_shape
-        if not is_compatible(element_shape, shape):
-            raise self._error(f"Inconsistent shapes: saw {_tshape(shape)} but expected {_tshape(element_shape)} ",
-                              method)
+        tf2_lists.check_element(contents.element_shape, shape, method)
 
     def _check_list_shape(self, contents, shape, method):
-        """The TensorList kernel's check: an element must fit the list's own element shape."""
-        if not is_compatible(contents.list_shape, shape):
-            raise self._error(f"Tried to set a tensor with incompatible shape at a list index. Item element shape: "
-                              f"{format_shape(shape)} list shape: {format_shape(contents.list_shape)}", method)
+        tf2_lists.check_list_element(contents.list_shape, shape, method)
 
     def _note_shape(self, contents, shape):
         """Remember when a stored shape is not the element shape: stack and gather then check
@@ -212,18 +205,12 @@ class TF2TensorArray(TensorArray):
             contents.element_shape = merge(contents.element_shape, shape)
 
     def _merged(self, contents, method):
-        try:
-            return merge(contents.element_shape, contents.list_shape)
-        except InvalidArgumentError as error:
-            raise self._error(error.message, method) from None
+        return tf2_lists.merged(contents.element_shape, contents.list_shape, method)
 
     def _zero_shape(self, contents, method, among=None):
         """The shape an unwritten slot reads as (tf2_lists.zeros_shape), every set slot's shape (of
         the slots ``among``, for a gather) merged in."""
-        try:
-            shape = merge(contents.element_shape, contents.list_shape)
-        except InvalidArgumentError as error:
-            raise self._error(error.message, method) from None
+        shape = self._merged(contents, method)
         slot_shapes = contents.slot_shapes if among is None else [contents.slot_shapes[i] for i in among]
         return tf2_lists.zeros_shape(shape, (slot_shape for slot_shape in slot_shapes if slot_shape is not None),
                                      method)
@@ -525,14 +512,8 @@ class TF2TensorArray(TensorArray):
             raise self._error("split needs at least one length", "split")
         rest = tuple(value.shape[1:])
         shapes = [(int(n),) + rest for n in lengths.tolist()]
-        element_shape = contents.element_shape
-        if len(set(shapes)) == 1:   # TensorFlow checks and infers the piece shape only for equal lengths
-            self._check_shape(contents, shapes[0], "split")
-            if self._infer_shape:
-                element_shape = merge(element_shape, shapes[0])
-        if element_shape is not None and (len(element_shape) == 0 or not is_compatible(element_shape[1:], rest)):
-            raise self._error(f"tensor shape {format_shape(rest)} is not compatible with element_shape "
-                              f"{format_shape(element_shape)} (excepting dimension 0)", "split")
+        element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,
+                                                      lengths.tolist())
         self._replace(contents, count, shapes)
         raw_ops.TensorArraySplitV3(contents.handle, value, lengths, 0.0)
         contents.next_phys = count

@@ -3,7 +3,8 @@ PyTorch user who thinks in lists expects.
 
 * Writing a slot again replaces its value; reads never clear (clear_after_read is ignored).
 * An unwritten slot reads as zeros when its shape is known (the element shape merged with the
-  shapes of the values written, also with infer_shape=False; for a gather, of the slots gathered).
+  list's, which an unstack or split sets, and with the shapes of the values written, also with
+  infer_shape=False; for a gather, of the slots gathered).
 * unstack and split replace the whole contents (a dynamic array takes their length, a fixed size
   must equal it).
 * Only the TensorArray an op returned may be used after it (superseded: an error).
@@ -25,7 +26,7 @@ from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
-from ..tf2_lists import zeros_shape
+from ..tf2_lists import check_list_element, merged, split_element_shape, zeros_shape
 from .crossing import host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class"]
@@ -43,8 +44,8 @@ def register_storage_class(cls):
 class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
-    __slots__ = ("storage", "phys", "next_phys", "element_shape", "version", "make_storage", "values", "versions",
-                 "shapes")
+    __slots__ = ("storage", "phys", "next_phys", "element_shape", "list_shape", "version", "make_storage", "values",
+                 "versions", "shapes")
 
     def __init__(self, make_storage, length, element_shape):
         self.make_storage = make_storage
@@ -54,7 +55,8 @@ class _Contents:
         self.values = {}                        # physical slot -> the tensor written there
         self.versions = {}                      # physical slot -> that tensor's version counter then
         self.shapes = {}                        # physical slot -> the shape of the value written there
-        self.element_shape = element_shape
+        self.element_shape = element_shape     # Python-side: given, merged with writes (infer_shape)
+        self.list_shape = element_shape        # the TensorList's own: given, then unstack's or split's
         self.version = 0
 
 
@@ -158,14 +160,15 @@ class TF2TensorArray:
             raise self._error(f"Invalid data types; op elements {value.dtype} but list elements {self._dtype}", method)
         return value
 
-    def _note_shape(self, contents, shape, method):
+    def _shape_after(self, contents, shape, method):
+        """The element shape after an op stores values of ``shape`` (merged when infer_shape);
+        the op sets it once nothing else can fail, so a failed op changes nothing."""
         try:
             merged = merge(contents.element_shape, tuple(shape))
         except InvalidArgumentError:
             raise self._error(f"Inconsistent shapes: saw {tuple(shape)} but expected {contents.element_shape}",
                               method) from None
-        if self._infer_shape:
-            contents.element_shape = merged
+        return merged if self._infer_shape else contents.element_shape
 
     def _fresh(self, contents, count, method):
         """``count`` fresh physical slots: past the end of a storage that can grow, or of a
@@ -218,10 +221,11 @@ class TF2TensorArray:
 
     def _zero_shape(self, contents, method, among=None):
         """The shape an unwritten slot reads as, as the library's class finds it (zeros_shape): the
-        element shape merged with the shape of every set slot (of the slots ``among``, for a
-        gather); with infer_shape=False the element shape alone may not say it."""
+        element shape merged with the list's and with the shape of every set slot (of the slots
+        ``among``, for a gather); with infer_shape=False the element shape alone may not say it."""
         phys, shapes = contents.phys, contents.shapes
-        return zeros_shape(contents.element_shape, (shapes[phys[index]] for index in (
+        shape = merged(contents.element_shape, contents.list_shape, method)
+        return zeros_shape(shape, (shapes[phys[index]] for index in (
             range(len(phys)) if among is None else among) if phys[index] is not None), method)
 
     def _zeros(self, contents, method, among=None):
@@ -255,9 +259,11 @@ class TF2TensorArray:
         contents = self._current()
         index = self._index(contents, index, "write", growing=True)
         value = self._value(value, "write")
-        self._note_shape(contents, value.shape, "write")
+        element_shape = self._shape_after(contents, value.shape, "write")
+        check_list_element(contents.list_shape, tuple(value.shape), "write")
         slot = self._fresh(contents, 1, "write")
         contents.storage = contents.storage.write(slot, value)
+        contents.element_shape = element_shape
         self._keep(contents, slot, value, lambda: (value,))
         contents.shapes[slot] = tuple(value.shape)
         if index >= len(contents.phys):
@@ -316,9 +322,10 @@ class TF2TensorArray:
                               f"Actual: {value.shape[0] if value.dim() else 'a scalar'}", "scatter")
         indices = [self._index(contents, i, "scatter", growing=True) for i in indices]
         if indices:
-            self._note_shape(contents, value.shape[1:], "scatter")
+            element_shape = self._shape_after(contents, value.shape[1:], "scatter")
             first = self._fresh(contents, len(indices), "scatter")
             contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
+            contents.element_shape = element_shape
             self._keep(contents, first, value, lambda: value.unbind(0))
             contents.shapes.update(dict.fromkeys(range(first, first + len(indices)), tuple(value.shape[1:])))
             top = max(indices) + 1
@@ -338,13 +345,14 @@ class TF2TensorArray:
             # Fewer rows too: tf.function's stack() then fails, eager shrinks; the library's class raises.
             raise self._error(f"Cannot unstack {count} tensors into a TensorArray of static size "
                               f"{len(contents.phys)}: create it with size={count} or dynamic_size=True", "unstack")
-        self._note_shape(contents, value.shape[1:], "unstack")
+        element_shape = self._shape_after(contents, value.shape[1:], "unstack")
         first = self._fresh(contents, count, "unstack")
         if count:
             contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
             self._keep(contents, first, value, lambda: value.unbind(0))
             contents.shapes.update(dict.fromkeys(range(first, first + count), tuple(value.shape[1:])))
         contents.phys = [first + k for k in range(count)]
+        contents.element_shape, contents.list_shape = element_shape, tuple(value.shape[1:])
         return self._next(contents)
 
     def split(self, value, lengths, name=None):
@@ -358,6 +366,7 @@ class TF2TensorArray:
             raise self._error(f"split into {len(lengths)} pieces of an array of size {len(contents.phys)}", "split")
         if not lengths:     # TensorFlow's Python side fails on it (max() of no lengths), as the library's class says
             raise self._error("split needs at least one length", "split")
+        element_shape = split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape), lengths)
         first = self._fresh(contents, len(lengths), "split")
         start, storage, pieces = 0, contents.storage, []
         for k, length in enumerate(lengths):
@@ -368,6 +377,7 @@ class TF2TensorArray:
         self._keep(contents, first, value, lambda: pieces)
         contents.shapes.update({first + k: tuple(piece.shape) for k, piece in enumerate(pieces)})
         contents.phys = [first + k for k in range(len(lengths))]
+        contents.element_shape = contents.list_shape = element_shape
         return self._next(contents)
 
     def size(self, name=None):

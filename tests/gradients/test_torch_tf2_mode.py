@@ -7,6 +7,8 @@ values, or its error class and text.
 
 Needs torch: skipped without it, except under CI=true, where a missing torch fails."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -368,3 +370,83 @@ def test_empty_results_are_the_library_class_s_on_the_array_s_device(backend, ca
     assert_same_as_library(call)
     monkeypatch.setattr(tensor_array.TensorArray, "device", property(lambda self: torch.device("meta")))
     assert call(_bridge, lambda value: torch.as_tensor(value, dtype=F64)).device == torch.device("meta")
+
+
+def _tf_result(program):
+    """``program(make, convert, ints)`` run by TensorFlow 2 inside a tf.function (the rules mode
+    "tf2" follows, docs/guide.md): the value as NumPy, or "error" (TensorFlow's Python side
+    raises ValueError or TypeError, its kernels an OpError). Skipped without TensorFlow."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    tf = pytest.importorskip("tensorflow")
+
+    def run():
+        return program(lambda **kwargs: tf.TensorArray(tf.float64, **kwargs),
+                       lambda value: tf.constant(value, tf.float64), lambda value: tf.constant(value, tf.int32))
+
+    try:
+        return tf.function(run, autograph=False)().numpy()
+    except (tf.errors.OpError, ValueError, TypeError):
+        return "error"
+
+
+def assert_same_as_tensorflow_and_library(program):
+    """The bridge against TensorFlow (tf.function: the same value, or an error for an error) and
+    against the library's class (the same value, or the same error class and text)."""
+    expected = _tf_result(program)
+    convert = (lambda value: torch.as_tensor(np.asarray(value, np.float64), device=torch_device()))
+    try:
+        ours = program(_bridge, convert, list).cpu().numpy()
+    except InvalidArgumentError:
+        ours = "error"
+    if isinstance(expected, str) or isinstance(ours, str):
+        assert ours == expected
+    else:
+        assert ours.shape == expected.shape and np.array_equal(ours, expected), (ours, expected)
+    assert_same_as_library(lambda make, convert: program(make, convert, list))
+
+
+_TABLE = np.arange(6.0).reshape(3, 2)
+_LIST_SHAPE_PROGRAMS = {
+    "unstack, gather([])": lambda make, c, i: make(size=3, infer_shape=False).unstack(c(_TABLE)).gather(i([])),
+    "unstack, read past the rows": lambda make, c, i: make(
+        size=0, dynamic_size=True, infer_shape=False).unstack(c(np.zeros((0, 2)))).write(1, c(_ROW)).read(0),
+    "unstack, write of another shape": lambda make, c, i: make(
+        size=3, infer_shape=False).unstack(c(_TABLE)).write(0, c([1.0, 2.0, 3.0])).stack(),
+    "unstack of no rows, gather([])": lambda make, c, i: make(
+        size=0, dynamic_size=True, infer_shape=False).unstack(c(np.zeros((0, 3)))).gather(i([])),
+    "split, gather([])": lambda make, c, i: make(size=2).split(c(np.arange(8.0).reshape(4, 2)), i([2, 2])).gather(
+        i([])),
+    "split, stack with an unwritten slot": lambda make, c, i: make(size=2, dynamic_size=True).split(
+        c(np.arange(8.0).reshape(4, 2)), i([2, 2])).write(3, c(np.ones((2, 2)))).stack(),
+    "split, infer_shape=False, gather([])": lambda make, c, i: make(size=2, infer_shape=False).split(
+        c(np.arange(8.0).reshape(4, 2)), i([2, 2])).gather(i([])),
+    "split of pieces not of the element shape": lambda make, c, i: make(size=2, element_shape=(3,)).split(
+        c([1.0, 2.0]), i([1, 1])).stack(),
+    "split of rows not of the element shape": lambda make, c, i: make(size=2, element_shape=(None, 3)).split(
+        c([[1.0, 2.0]]), i([1, 0])).concat(),
+    "split of scalar elements": lambda make, c, i: make(size=2, element_shape=()).split(c(_ROW), i([1, 1])).stack(),
+}
+
+
+@pytest.mark.parametrize("name", list(_LIST_SHAPE_PROGRAMS))
+def test_unstack_and_split_set_the_list_shape(backend, name):
+    """An unstack sets the list's element shape to its rows' shape, a split to its pieces' (for equal
+    lengths, and with infer_shape), also with infer_shape=False: an unwritten slot's zeros take it (an
+    empty gather included), and a write of another shape is refused. A split checks its pieces' shape
+    against the element shape. The bridge ignored all this (its zeros knew only the element shape)."""
+    assert_same_as_tensorflow_and_library(_LIST_SHAPE_PROGRAMS[name])
+
+
+def test_a_write_that_fails_at_the_move_changes_no_shape(backend):
+    """A write that needs new storage (a backward pass locked the old one's size) and cannot move
+    (a value written was changed in place since) fails, and leaves the element shape as it was:
+    the shape merges only once nothing else can fail (it merged before the move)."""
+    x = _leaf()[0].detach().requires_grad_()
+    value = (x * 2).reshape(3, 1).expand(3, 2) * 1                 # pieces of unequal lengths: no shape inferred
+    ta = _bridge(size=2, dynamic_size=True).split(value, [1, 2])
+    ta.concat().sum().backward()
+    with torch.no_grad():
+        value.mul_(2)
+    with pytest.raises(InvalidArgumentError, match="modified in place after the write"):
+        ta.write(2, torch.ones(2, dtype=F64, device=torch_device()))
+    assert ta.element_shape is None
