@@ -205,8 +205,9 @@ def prepend_negative(array, dim, dims):
 
 
 # -- mode tf2's lists --------------------------------------------------------------------------
-# TensorFlow 2's TensorList words; the context is the TensorArray method and the mode (both tf2
-# classes, the library's and the torch bridge's, raise these).
+# TensorFlow 2's words (its TensorList kernels' and its Python side's, or ours where it has none);
+# the context is the TensorArray method and the mode. Both tf2 classes, the library's (tf2_array)
+# and the torch bridge's (torch.tf2), raise these, so their texts cannot drift apart.
 def tf2_error(text, method):
     return InvalidArgumentError(f"{text} (TensorArray.{method}, mode 'tf2')")
 
@@ -219,6 +220,18 @@ def _tshape(shape):
     return f"({dims},)" if len(shape) == 1 else f"({dims})"
 
 
+def superseded():
+    return InvalidArgumentError(
+        "This TensorArray was already used by write/scatter/unstack/split, which returned a new one: "
+        "use the TensorArray they return (ta = ta.write(...)). TensorFlow 2 disagrees with itself here "
+        "(inside tf.function the old TensorArray keeps the old contents, in eager it sees the new ones)")
+
+
+def list_dtype(method, value_dtype, list_dtype):
+    """A value of another dtype; both dtypes by TensorFlow's names (dtypes.tf_name)."""
+    return tf2_error(f"Invalid data types; op elements {value_dtype} but list elements {list_dtype}", method)
+
+
 def list_inconsistent_shapes(method, shape, element_shape):
     # TensorFlow's text ends in a space.
     return tf2_error(f"Inconsistent shapes: saw {_tshape(shape)} but expected {_tshape(element_shape)} ", method)
@@ -227,6 +240,64 @@ def list_inconsistent_shapes(method, shape, element_shape):
 def list_incompatible_item(method, shape, list_shape):
     return tf2_error(f"Tried to set a tensor with incompatible shape at a list index. Item element shape: "
                      f"{format_shape(shape)} list shape: {format_shape(list_shape)}", method)
+
+
+def list_modify_bounds(method, index, length):
+    return tf2_error(f"Trying to modify element {index} in a list with {length} elements.", method)
+
+
+def list_read_bounds(index, length):
+    return tf2_error(f"Trying to access element {index} in a list with {length} elements.", "read")
+
+
+def list_gather_bounds(index, length):
+    return tf2_error(f"Index {index} out of range; list only has {length} elements.", "gather")
+
+
+def list_indices_not_vector(method, shape):
+    return tf2_error(f"indices must be a vector, got shape {list(shape)}", method)
+
+
+def list_scatter_rows(count, value_shape):
+    rows = value_shape[0] if len(value_shape) else "a scalar"
+    return tf2_error(f"Invalid number of rows in input tensor. Expected: {count} Actual: {rows}", "scatter")
+
+
+def list_unpack_scalar():
+    return tf2_error("Input value for unpack must be at least a vector but received shape: []", "unstack")
+
+
+def list_unstack_count(count, size):
+    return tf2_error(f"Cannot unstack {count} tensors into a TensorArray of static size {size}: create it with "
+                     f"size={count} or dynamic_size=True", "unstack")
+
+
+def list_split_lengths_not_vector(shape):
+    return tf2_error(f"Expected lengths to be a vector, received shape: {list(shape)}", "split")
+
+
+def list_split_scalar():
+    return tf2_error("Expected value to be at least a vector, but received shape: []", "split")
+
+
+def list_split_negative(lengths):
+    return tf2_error(f"Split lengths must be >= 0, got {list(lengths)}", "split")
+
+
+def list_split_total(total, value_shape):
+    return tf2_error(f"Expected sum of lengths to be equal to values.shape[0], but sum of lengths is {total} and "
+                     f"value's shape is: {list(value_shape)}", "split")
+
+
+def list_split_count(size, count):
+    return tf2_error(f"TensorArray's size is not equal to the size of lengths ({size} vs. {count}), and the "
+                     f"TensorArray is not marked as dynamically resizeable: create it with size={count} or "
+                     f"dynamic_size=True", "split")
+
+
+def list_split_no_lengths():
+    # TensorFlow's Python side fails on it with NumPy's error (max() of no lengths).
+    return tf2_error("split needs at least one length", "split")
 
 
 def split_rest_incompatible(rest, element_shape):
@@ -241,3 +312,32 @@ def list_zeros_unknown(method, shape):
                          f"{format_shape(shape)} and no list element is set.", method)
     return tf2_error(f"Tried to {method} uninitialized tensors from a list with non-fully-defined element_shape: "
                      f"{format_shape(shape)}", method)
+
+
+def list_rows_differ(method, expected, shape):
+    return tf2_error(f"Incompatible shapes during merge: {format_shape(expected)} vs. {format_shape(shape)} (the "
+                     f"rows of one {method} must have one shape)", method)
+
+
+def list_empty_stack_shape(shape):
+    return tf2_error(f"Tried to stack elements of an empty list with non-fully-defined element_shape: "
+                     f"{_tshape(shape)}", "stack")
+
+
+def list_concat_scalar(index):
+    return tf2_error(f"Concat saw a scalar shape at index {index} but requires at least vectors.", "concat")
+
+
+def list_empty_concat_shape(shape):
+    return tf2_error(f"All except the first dimension must be fully defined when concating an empty tensor list. "
+                     f"element_shape: {_tshape(shape)}", "concat")
+
+
+def list_concat_no_leading(index):
+    return tf2_error(f"List contains uninitialized tensor at index {index} but leading_dims has only 0 elements.",
+                     "concat")
+
+
+def list_concat_rest_unknown(rest):
+    return tf2_error(f"Trying to concat list with only uninitialized tensors but element_shape_except_first_dim is "
+                     f"not fully defined: {format_shape(rest)}", "concat")

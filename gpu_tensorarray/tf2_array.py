@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes, modes, raw_ops, tf2_lists
+from . import dtypes, messages, modes, raw_ops, tf2_lists
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import host_ints, scalar_int
 from .registry import registry
-from .shapes import as_partial_shape, format_shape, is_fully_defined, merge
+from .shapes import as_partial_shape, merge
 from .strings import as_strings, empty_strings
 from .registry import Handle
 from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
@@ -37,14 +37,6 @@ __all__ = ["TF2TensorArray"]
 
 _new = object.__new__
 _UNSET = -1
-
-
-def _tshape(shape):
-    """TensorShape's str: (2, 3), (None, 2), <unknown>."""
-    if shape is None:
-        return "<unknown>"
-    dims = ", ".join("None" if d is None else str(d) for d in shape)
-    return f"({dims},)" if len(shape) == 1 else f"({dims})"
 
 
 class _Contents:
@@ -145,10 +137,7 @@ class TF2TensorArray(TensorArray):
     def _current(self):
         contents = self._contents
         if self._version != contents.version:
-            raise InvalidArgumentError(
-                "This TensorArray was already used by write/scatter/unstack/split, which returned a new one: "
-                "use the TensorArray they return (ta = ta.write(...)). TensorFlow 2 disagrees with itself here "
-                "(inside tf.function the old TensorArray keeps the old contents, in eager it sees the new ones)")
+            raise messages.superseded()
         return contents
 
     def _next(self, contents, bump=True):
@@ -159,9 +148,6 @@ class TF2TensorArray(TensorArray):
         result._static_size, result._known_size, result._shape_cell = self._static_size, self._known_size, None
         result._contents, result._version = contents, contents.version
         return result
-
-    def _error(self, text, method):
-        return InvalidArgumentError(f"{text} (TensorArray.{method}, mode 'tf2')")
 
     # -- values --------------------------------------------------------------------------------
     def _converted(self, value, contents, method):
@@ -177,8 +163,7 @@ class TF2TensorArray(TensorArray):
             except InvalidArgumentError as error:
                 raise type(error)(f"{error.message} (TensorArray.{method}, mode 'tf2')") from None
         if value.dtype != self._dtype:
-            raise self._error(f"Invalid data types; op elements {dtypes.tf_name(value.dtype)} but list elements "
-                              f"{dtypes.tf_name(self._dtype)}", method)
+            raise messages.list_dtype(method, dtypes.tf_name(value.dtype), dtypes.tf_name(self._dtype))
         if self._dtype is dtypes.STRING:
             # Every element checked now: unstack and split replace the storage before their op converts.
             value = as_strings(value, contents.handle)
@@ -260,7 +245,8 @@ class TF2TensorArray(TensorArray):
         unset_shape = None
         phys = contents.phys[:contents.length].tolist()
         if zeros_for_unset and _UNSET in phys:
-            unset_shape = self._concat_zero_shape(contents, phys.index(_UNSET))
+            unset_shape = tf2_lists.concat_zeros_shape(contents.element_shape, contents.list_shape,
+                                                       contents.slot_shapes[:contents.length])
         values = {}
         for logical, slot in enumerate(phys):
             if slot != _UNSET:
@@ -268,28 +254,6 @@ class TF2TensorArray(TensorArray):
             elif unset_shape is not None:
                 values[logical] = _zeros(contents.array.backend, unset_shape, self._dtype)
         return values
-
-    def _concat_zero_shape(self, contents, first_unset):
-        """An unwritten slot in a concat: TensorFlow passes the element shape without its
-        first dimension, merged with the list's; an unknown leading dimension is the one
-        every set slot shares, unknown other dimensions come from the set slots."""
-        element_shape = contents.element_shape
-        set_shapes = [shape for shape in contents.slot_shapes[:contents.length] if shape is not None and shape]
-        try:
-            base = merge(None if element_shape is None else (None,) + element_shape[1:], contents.list_shape)
-            leading = {base[0]} if base is not None and base[0] is not None else {shape[0] for shape in set_shapes}
-            rest = None if base is None else base[1:]
-            for shape in set_shapes if not is_fully_defined(rest) else ():
-                rest = merge(rest, shape[1:])
-        except InvalidArgumentError as error:
-            raise self._error(error.message, "concat") from None
-        if len(leading) != 1:
-            raise self._error(f"List contains uninitialized tensor at index {first_unset} but leading_dims has "
-                              f"only 0 elements.", "concat")
-        if rest is None or not is_fully_defined(rest):
-            raise self._error(f"Trying to concat list with only uninitialized tensors but "
-                              f"element_shape_except_first_dim is not fully defined: {format_shape(rest)}", "concat")
-        return (leading.pop(),) + rest
 
     def _compact(self, contents):
         """Move the written values into a fresh storage (the old one is size-locked by a
@@ -327,7 +291,7 @@ class TF2TensorArray(TensorArray):
             self._check_list_shape(contents, shape, "write")
         length = contents.length
         if index < 0 or (index >= length and not self._dynamic_size):
-            raise self._error(f"Trying to modify element {index} in a list with {length} elements.", "write")
+            raise messages.list_modify_bounds("write", index, length)
         slot = self._allocate(contents, 1)
         raw_ops.TensorArrayWriteV3(contents.handle, slot, value, contents.flow)
         if index >= length:
@@ -349,8 +313,7 @@ class TF2TensorArray(TensorArray):
         if type(index) is not int:
             index = scalar_int(index, "index", "TensorArray index must be scalar, but had shape: ")
         if not 0 <= index < contents.length:
-            raise self._error(f"Trying to access element {index} in a list with {contents.length} elements.",
-                              "read")
+            raise messages.list_read_bounds(index, contents.length)
         slot = int(contents.phys[index])
         if slot == _UNSET:
             slot = self._zero_slot(contents, self._zero_shape(contents, "read"))
@@ -361,11 +324,10 @@ class TF2TensorArray(TensorArray):
         contents = self._current()
         indices = host_ints(indices, "indices")
         if indices.ndim != 1:
-            raise self._error(f"indices must be a vector, got shape {list(indices.shape)}", "gather")
+            raise messages.list_indices_not_vector("gather", indices.shape)
         bad = (indices < 0) | (indices >= contents.length)
         if bad.any():
-            index = int(indices[bad.nonzero()[0][0]])
-            raise self._error(f"Index {index} out of range; list only has {contents.length} elements.", "gather")
+            raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length)
         return self._rows(contents, indices, "gather")
 
     def _rows(self, contents, indices, method):
@@ -378,18 +340,9 @@ class TF2TensorArray(TensorArray):
     def _check_row_shapes(self, contents, indices, method):
         """Rows of one stack/gather must all have the element shape (where it is fully
         defined), else one shape. Only arrays that stored an odd shape need the look."""
-        if not contents.odd_shapes:
-            return
-        shapes = {contents.slot_shapes[index] for index in list(indices)} - {None}
-        try:
-            merged = merge(contents.element_shape, contents.list_shape)
-        except InvalidArgumentError as error:
-            raise self._error(error.message, method) from None
-        expected = merged if is_fully_defined(merged) else (min(shapes) if shapes else None)
-        for shape in sorted(shapes):
-            if shape != expected:
-                raise self._error(f"Incompatible shapes during merge: {format_shape(expected)} vs. "
-                                  f"{format_shape(shape)} (the rows of one {method} must have one shape)", method)
+        if contents.odd_shapes:
+            shapes = {contents.slot_shapes[index] for index in list(indices)} - {None}
+            tf2_lists.check_rows(self._merged(contents, method), shapes, method)
 
     def stack(self, name: str | None = None) -> Tensor:
         """Every element stacked along a new first axis (a view while the slots were
@@ -397,11 +350,7 @@ class TF2TensorArray(TensorArray):
         contents = self._current()
         length = contents.length
         if length == 0:
-            shape = self._merged(contents, "stack")
-            if not is_fully_defined(shape):
-                raise self._error(f"Tried to stack elements of an empty list with non-fully-defined "
-                                  f"element_shape: {_tshape(shape)}", "stack")
-            return self._empty(shape)
+            return self._empty(tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape))
         if contents.identity():
             self._check_row_shapes(contents, range(length), "stack")
             return raw_ops.TensorArrayGatherV3(contents.handle, range(length), contents.flow, self._dtype)
@@ -411,14 +360,12 @@ class TF2TensorArray(TensorArray):
         """Every element joined along its first axis."""
         contents = self._current()
         if contents.length == 0:
-            shape = self._merged(contents, "concat")
-            if contents.list_shape == ():
-                raise self._error("Concat saw a scalar shape at index 0 but requires at least vectors.", "concat")
-            if shape is None or not is_fully_defined(shape[1:]):
-                raise self._error(f"All except the first dimension must be fully defined when concating an "
-                                  f"empty tensor list. element_shape: {_tshape(shape)}", "concat")
-            return self._empty(shape[1:])
+            return self._empty(tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape))
         handle = contents.handle
+        if contents.odd_shapes or not contents.identity() or contents.slot_shapes[0] == ():
+            # TensorList's checks of the rows (the V3 concat's words would name the storage). Otherwise
+            # every slot holds one shape, a vector at least: nothing to check.
+            tf2_lists.check_concat_rows(contents.slot_shapes[:contents.length])
         if not contents.identity():
             # A V3 concat joins physical slots 0, 1, ...: join the logical order in a scratch array.
             values = self._copy_values(contents, zeros_for_unset=True)
@@ -432,13 +379,8 @@ class TF2TensorArray(TensorArray):
         """The rows of ``value`` become the contents (a fixed size must equal their number)."""
         contents = self._current()
         value = self._converted(value, contents, "unstack")
-        if value.ndim == 0:
-            raise self._error("Input value for unpack must be at least a vector but received shape: []",
-                              "unstack")
+        tf2_lists.check_unstack(value.shape, self._static_size)
         count = value.shape[0]
-        if self._static_size is not None and count != self._static_size:
-            raise self._error(f"Cannot unstack {count} tensors into a TensorArray of static size "
-                              f"{self._static_size}: create it with size={count} or dynamic_size=True", "unstack")
         self._check_shape(contents, value.shape[1:], "unstack")
         self._replace(contents, count, [value.shape[1:]] * count)
         raw_ops.TensorArrayScatterV3(contents.handle, np.arange(count), value, 0.0)
@@ -460,19 +402,13 @@ class TF2TensorArray(TensorArray):
         contents = self._current()
         indices = host_ints(indices, "indices")
         value = self._converted(value, contents, "scatter")
-        if indices.ndim != 1:
-            raise self._error(f"indices must be a vector, got shape {list(indices.shape)}", "scatter")
-        if value.ndim == 0 or value.shape[0] != len(indices):
-            raise self._error(f"Invalid number of rows in input tensor. Expected: {len(indices)} Actual: "
-                              f"{value.shape[0] if value.ndim else 'a scalar'}", "scatter")
+        tf2_lists.check_scatter(indices.shape, value.shape)
         row_shape = value.shape[1:]
         self._check_shape(contents, row_shape, "scatter")
         length = contents.length
         if len(indices):
             low, high = int(indices.min()), int(indices.max())
-            if low < 0 or (high >= length and not self._dynamic_size):
-                index = low if low < 0 else high
-                raise self._error(f"Trying to modify element {index} in a list with {length} elements.", "scatter")
+            tf2_lists.check_scatter_bounds(low, high, length, self._dynamic_size)
             first = self._allocate(contents, len(indices))
             slots = np.arange(first, first + len(indices))
             raw_ops.TensorArrayScatterV3(contents.handle, slots, value, 0.0)
@@ -494,22 +430,9 @@ class TF2TensorArray(TensorArray):
         contents = self._current()
         value = self._converted(value, contents, "split")
         lengths = host_ints(lengths, "lengths", "int64")
-        if lengths.ndim != 1:
-            raise self._error(f"Expected lengths to be a vector, received shape: {list(lengths.shape)}", "split")
-        if value.ndim == 0:
-            raise self._error("Expected value to be at least a vector, but received shape: []", "split")
+        tf2_lists.check_split(value.shape, lengths.shape, lengths.tolist() if lengths.ndim == 1 else [],
+                              self._static_size)
         count = len(lengths)
-        if count and lengths.min() < 0:
-            raise self._error(f"Split lengths must be >= 0, got {lengths.tolist()}", "split")
-        if int(lengths.sum()) != value.shape[0]:
-            raise self._error(f"Expected sum of lengths to be equal to values.shape[0], but sum of lengths is "
-                              f"{int(lengths.sum())} and value's shape is: {list(value.shape)}", "split")
-        if self._static_size is not None and count != self._static_size:
-            raise self._error(f"TensorArray's size is not equal to the size of lengths ({self._static_size} vs. "
-                              f"{count}), and the TensorArray is not marked as dynamically resizeable: create it "
-                              f"with size={count} or dynamic_size=True", "split")
-        if count == 0:      # TensorFlow's Python side fails on it (max() of no lengths)
-            raise self._error("split needs at least one length", "split")
         rest = tuple(value.shape[1:])
         shapes = [(int(n),) + rest for n in lengths.tolist()]
         element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,

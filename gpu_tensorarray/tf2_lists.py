@@ -1,13 +1,16 @@
 """Mode tf2's list rules that both tf2 classes follow, the library's (tf2_array) and the torch
 bridge's (torch.tf2), worked out once here so they cannot drift: the shapes TensorFlow 2's
-TensorList ops find for a list, and their errors (built by messages).
+TensorList ops find for a list, the checks of the ops' arguments in TensorFlow's order, and
+their errors (built by messages).
 """
 
 from . import messages
 from .errors import InvalidArgumentError
-from .shapes import is_compatible, is_fully_defined, merge
+from .shapes import except_first, is_compatible, is_fully_defined, merge
 
-__all__ = ["check_element", "check_list_element", "merged", "split_element_shape", "zeros_shape"]
+__all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
+           "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "empty_concat_shape",
+           "empty_stack_shape", "merged", "split_element_shape", "zeros_shape"]
 
 
 def merged(element_shape, list_shape, method):
@@ -60,3 +63,105 @@ def zeros_shape(shape, slot_shapes, method):
     if not is_fully_defined(shape):
         raise messages.list_zeros_unknown(method, shape)
     return shape
+
+
+def check_rows(shape, row_shapes, method):
+    """The rows of one stack or gather (``row_shapes``: the set slots') must all have ``shape``, the
+    element shape merged with the list's, where it is fully defined, else one shape (a TensorList
+    whose element shape is fully defined does not look, and reads memory it never wrote)."""
+    shapes = set(row_shapes)
+    expected = shape if is_fully_defined(shape) else (min(shapes) if shapes else None)
+    for row_shape in sorted(shapes):
+        if row_shape != expected:
+            raise messages.list_rows_differ(method, expected, row_shape)
+
+
+def empty_stack_shape(element_shape, list_shape):
+    """The element shape of a stack of an empty list, which must be fully defined."""
+    shape = merged(element_shape, list_shape, "stack")
+    if not is_fully_defined(shape):
+        raise messages.list_empty_stack_shape(shape)
+    return shape
+
+
+def empty_concat_shape(element_shape, list_shape):
+    """The shape, past dimension 0, of a concat of an empty list, which must be fully defined."""
+    shape = merged(element_shape, list_shape, "concat")
+    if list_shape == ():
+        raise messages.list_concat_scalar(0)
+    rest = except_first(shape)
+    if not is_fully_defined(rest):
+        raise messages.list_empty_concat_shape(shape)
+    return rest
+
+
+def concat_zeros_shape(element_shape, list_shape, slot_shapes):
+    """The shape the unwritten slots of a concat read as (``slot_shapes``: each slot's, None where
+    unwritten). TensorFlow passes the element shape with an unknown first dimension, merged with the
+    list's; an unknown leading dimension is the one every set slot shares, unknown other dimensions
+    come from the set slots."""
+    set_shapes = [shape for shape in slot_shapes if shape]          # scalars: check_concat_rows refuses them
+    try:
+        base = merge(None if element_shape is None else (None,) + element_shape[1:], list_shape)
+        leading = {base[0]} if base is not None and base[0] is not None else {shape[0] for shape in set_shapes}
+        rest = except_first(base)
+        for shape in set_shapes if not is_fully_defined(rest) else ():
+            rest = merge(rest, shape[1:])
+    except InvalidArgumentError as failure:
+        raise messages.tf2_error(failure.message, "concat") from None
+    if len(leading) != 1:
+        raise messages.list_concat_no_leading(list(slot_shapes).index(None))
+    if not is_fully_defined(rest):
+        raise messages.list_concat_rest_unknown(rest)
+    return (leading.pop(),) + rest
+
+
+def check_concat_rows(slot_shapes):
+    """TensorListConcat's check of the set slots (``slot_shapes``, None where unwritten), in order:
+    each at least a vector, all of one shape past dimension 0."""
+    rest = None
+    for index, shape in enumerate(slot_shapes):
+        if shape is not None:
+            if not shape:
+                raise messages.list_concat_scalar(index)
+            rest = merged(rest, shape[1:], "concat")
+
+
+def check_scatter(indices_shape, value_shape):
+    """A scatter's arguments: a vector of indices, one row of the value for each."""
+    if len(indices_shape) != 1:
+        raise messages.list_indices_not_vector("scatter", indices_shape)
+    if len(value_shape) == 0 or value_shape[0] != indices_shape[0]:
+        raise messages.list_scatter_rows(indices_shape[0], value_shape)
+
+
+def check_scatter_bounds(low, high, length, growable):
+    """The lowest and highest index of a scatter (of at least one row) into a list of ``length``."""
+    if low < 0 or (high >= length and not growable):
+        raise messages.list_modify_bounds("scatter", low if low < 0 else high, length)
+
+
+def check_unstack(value_shape, static_size):
+    """An unstack's value: at least a vector, as many rows as a fixed size (None: dynamic) says."""
+    if len(value_shape) == 0:
+        raise messages.list_unpack_scalar()
+    if static_size is not None and value_shape[0] != static_size:
+        raise messages.list_unstack_count(value_shape[0], static_size)
+
+
+def check_split(value_shape, lengths_shape, lengths, static_size):
+    """A split's arguments, in TensorFlow's order: ``lengths`` (ints) a vector of non-negative
+    lengths that add up to the value's rows, as many as a fixed size (None: dynamic) says, and at
+    least one."""
+    if len(lengths_shape) != 1:
+        raise messages.list_split_lengths_not_vector(lengths_shape)
+    if len(value_shape) == 0:
+        raise messages.list_split_scalar()
+    if min(lengths, default=0) < 0:
+        raise messages.list_split_negative(lengths)
+    if sum(lengths) != value_shape[0]:
+        raise messages.list_split_total(sum(lengths), value_shape)
+    if static_size is not None and len(lengths) != static_size:
+        raise messages.list_split_count(static_size, len(lengths))
+    if not lengths:
+        raise messages.list_split_no_lengths()

@@ -9,6 +9,7 @@ PyTorch user who thinks in lists expects.
   must equal it).
 * Only the TensorArray an op returned may be used after it (superseded: an error).
 * close() does nothing (TensorFlow 2's does nothing either).
+* The checks, their order and their error texts are the library class's (tf2_lists, messages).
 
 Storage stays V3, as in the NumPy class's TF2 mode (gpu_tensorarray/tf2_array.py): a logical
 list over one torch TensorArray of V3 rules (dynamic, reads that never clear) and a map from
@@ -22,12 +23,13 @@ zeros tensor that depends on nothing. A storage whose size a backward pass locke
 import numpy as np
 import torch
 
+from .. import messages, tf2_lists
+from ..dtypes import tf_name
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
-from ..shapes import as_partial_shape, is_fully_defined, merge
-from ..tf2_lists import check_list_element, merged, split_element_shape, zeros_shape
-from .crossing import host_value, refuse_tangent, refused
+from ..shapes import as_partial_shape, merge
+from .crossing import as_dtype, host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class"]
 
@@ -91,9 +93,7 @@ class TF2TensorArray:
     def _current(self):
         contents = self._contents
         if self._version != contents.version:
-            raise InvalidArgumentError(
-                "This TensorArray was already used by write/scatter/unstack/split, which returned a new one: "
-                "use the TensorArray they return (ta = ta.write(...)) (mode 'tf2')")
+            raise messages.superseded()
         return contents
 
     def _next(self, contents, bump=True):
@@ -103,9 +103,6 @@ class TF2TensorArray:
         result._contents, result._version = contents, contents.version
         result._dynamic_size, result._infer_shape, result._dtype = self._dynamic_size, self._infer_shape, self._dtype
         return result
-
-    def _error(self, text, method):
-        return InvalidArgumentError(f"{text} (TensorArray.{method}, mode 'tf2')")
 
     # -- properties ----------------------------------------------------------------------------
     @property
@@ -137,38 +134,33 @@ class TF2TensorArray:
         return f"<gpu_tensorarray.torch.TensorArray mode='tf2' dtype={self._dtype} size={len(self._contents.phys)}>"
 
     # -- helpers -------------------------------------------------------------------------------
-    def _index(self, contents, index, method, growing):
-        index = scalar_int(host_value(index), "index", "TensorArray index must be scalar, but had shape: ")
-        length = len(contents.phys)
-        if index < 0 or (index >= length and not (growing and self._dynamic_size)):
-            raise self._error(f"Trying to {'modify' if growing else 'access'} element {index} in a list with "
-                              f"{length} elements", method)
-        return index
+    @property
+    def _static_size(self):
+        return None if self._dynamic_size else len(self._contents.phys)
+
+    def _index(self, index):
+        return scalar_int(host_value(index), "index", "TensorArray index must be scalar, but had shape: ")
 
     def _value(self, value, method):
         if not isinstance(value, torch.Tensor):
             try:
                 value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
             except (TypeError, ValueError, OverflowError, RuntimeError) as error:   # None, a string, ragged lists
-                raise self._error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: {described(error)}",
-                                  method) from None
+                raise messages.tf2_error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: "
+                                         f"{described(error)}", method) from None
         if value.is_nested or value.layout != torch.strided or value.is_meta:
             raise refused(value, self.handle)       # the V3 array's words, before anything asks its shape
         if _forward_ad._current_level >= 0:
             refuse_tangent(value, self.handle)      # before the op changes the list (its shape, its slots)
         if value.dtype != self._dtype:
-            raise self._error(f"Invalid data types; op elements {value.dtype} but list elements {self._dtype}", method)
+            raise messages.list_dtype(method, _tf_name(value.dtype), _tf_name(self._dtype))
         return value
 
     def _shape_after(self, contents, shape, method):
         """The element shape after an op stores values of ``shape`` (merged when infer_shape);
         the op sets it once nothing else can fail, so a failed op changes nothing."""
-        try:
-            merged = merge(contents.element_shape, tuple(shape))
-        except InvalidArgumentError:
-            raise self._error(f"Inconsistent shapes: saw {tuple(shape)} but expected {contents.element_shape}",
-                              method) from None
-        return merged if self._infer_shape else contents.element_shape
+        tf2_lists.check_element(contents.element_shape, tuple(shape), method)
+        return merge(contents.element_shape, tuple(shape)) if self._infer_shape else contents.element_shape
 
     def _fresh(self, contents, count, method):
         """``count`` fresh physical slots: past the end of a storage that can grow, or of a
@@ -202,10 +194,10 @@ class TF2TensorArray:
             with torch.no_grad():
                 return contents.storage.read(slot)
         if value._version != contents.versions[slot]:
-            raise self._error("a tensor written to this TensorArray was modified in place after the write, and "
-                              "the array must move to new storage (a backward pass locked the old one's size): its "
-                              "gradient would be the modified tensor's. Write a copy (value.clone()) of a tensor "
-                              "that changes later", method)
+            raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write, "
+                                     "and the array must move to new storage (a backward pass locked the old one's "
+                                     "size): its gradient would be the modified tensor's. Write a copy "
+                                     "(value.clone()) of a tensor that changes later", method)
         return value
 
     def _keep(self, contents, first, value, rows):
@@ -224,27 +216,21 @@ class TF2TensorArray:
         element shape merged with the list's and with the shape of every set slot (of the slots
         ``among``, for a gather); with infer_shape=False the element shape alone may not say it."""
         phys, shapes = contents.phys, contents.shapes
-        shape = merged(contents.element_shape, contents.list_shape, method)
-        return zeros_shape(shape, (shapes[phys[index]] for index in (
+        shape = tf2_lists.merged(contents.element_shape, contents.list_shape, method)
+        return tf2_lists.zeros_shape(shape, (shapes[phys[index]] for index in (
             range(len(phys)) if among is None else among) if phys[index] is not None), method)
 
-    def _zeros(self, contents, method, among=None):
-        return torch.zeros(self._zero_shape(contents, method, among), dtype=self._dtype,
-                           device=contents.storage.device)
-
-    def _vector(self, values, what, method, dtype_name="int32"):
-        """Indices or lengths as a list of ints, with the library's checks (integers only, a vector)."""
-        values = host_ints(host_value(values), what, dtype_name)
-        if values.ndim != 1:
-            raise self._error(f"{what} must be a vector, got shape {list(values.shape)}", method)
-        return values.tolist()
+    def _zeros(self, contents, shape):
+        return torch.zeros(shape, dtype=self._dtype, device=contents.storage.device)
 
     def _rows(self, contents, indices, method):
         """The values of logical ``indices``: one gather when all are written."""
         slots = [contents.phys[i] for i in indices]
+        shape = tf2_lists.merged(contents.element_shape, contents.list_shape, method)
+        tf2_lists.check_rows(shape, {contents.shapes[slot] for slot in slots if slot is not None}, method)
         if None not in slots:
             return contents.storage.gather(np.asarray(slots, np.int64))
-        zeros = self._zeros(contents, method, indices if method == "gather" else None)
+        zeros = self._zeros(contents, self._zero_shape(contents, method, indices if method == "gather" else None))
         return torch.stack([zeros if slot is None else contents.storage.read(slot) for slot in slots])
 
     # -- ops -----------------------------------------------------------------------------------
@@ -257,75 +243,78 @@ class TF2TensorArray:
 
     def write(self, index, value, name=None):
         contents = self._current()
-        index = self._index(contents, index, "write", growing=True)
+        index = self._index(index)
         value = self._value(value, "write")
-        element_shape = self._shape_after(contents, value.shape, "write")
-        check_list_element(contents.list_shape, tuple(value.shape), "write")
+        shape = tuple(value.shape)
+        element_shape = self._shape_after(contents, shape, "write")
+        tf2_lists.check_list_element(contents.list_shape, shape, "write")
+        length = len(contents.phys)
+        if index < 0 or (index >= length and not self._dynamic_size):
+            raise messages.list_modify_bounds("write", index, length)
         slot = self._fresh(contents, 1, "write")
         contents.storage = contents.storage.write(slot, value)
         contents.element_shape = element_shape
         self._keep(contents, slot, value, lambda: (value,))
-        contents.shapes[slot] = tuple(value.shape)
-        if index >= len(contents.phys):
-            contents.phys.extend([None] * (index + 1 - len(contents.phys)))
+        contents.shapes[slot] = shape
+        if index >= length:
+            contents.phys.extend([None] * (index + 1 - length))
         contents.phys[index] = slot
         return self._next(contents)
 
     def read(self, index, name=None):
         contents = self._current()
-        index = self._index(contents, index, "read", growing=False)
+        index = self._index(index)
+        if not 0 <= index < len(contents.phys):
+            raise messages.list_read_bounds(index, len(contents.phys))
         slot = contents.phys[index]
-        return self._zeros(contents, "read") if slot is None else contents.storage.read(slot)
+        if slot is None:
+            return self._zeros(contents, self._zero_shape(contents, "read"))
+        return contents.storage.read(slot)
 
     def gather(self, indices, name=None):
         contents = self._current()
-        indices = [self._index(contents, i, "gather", growing=False)
-                   for i in self._vector(indices, "indices", "gather")]
+        indices = host_ints(host_value(indices), "indices")
+        if indices.ndim != 1:
+            raise messages.list_indices_not_vector("gather", indices.shape)
+        indices = indices.tolist()
+        for index in indices:
+            if not 0 <= index < len(contents.phys):
+                raise messages.list_gather_bounds(index, len(contents.phys))
         if not indices:
-            return torch.zeros((0,) + tuple(self._zero_shape(contents, "gather", among=())), dtype=self._dtype,
-                               device=contents.storage.device)
+            return self._zeros(contents, (0,) + tuple(self._zero_shape(contents, "gather", among=())))
         return self._rows(contents, indices, "gather")
 
     def stack(self, name=None):
         contents = self._current()
         if not contents.phys:
-            shape = contents.element_shape
-            if not is_fully_defined(shape):
-                raise self._error(f"Tried to stack an empty list with non-fully-defined element_shape: {shape}",
-                                  "stack")
-            return torch.zeros((0,) + tuple(shape), dtype=self._dtype, device=contents.storage.device)
+            shape = tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape)
+            return self._zeros(contents, (0,) + tuple(shape))
         return self._rows(contents, range(len(contents.phys)), "stack")
 
     def concat(self, name=None):
         contents = self._current()
-        values = [self.read(i) for i in range(len(contents.phys))]
-        if any(value.dim() == 0 for value in values):
-            raise self._error("Concat saw a scalar shape at index 0 but requires at least vectors", "concat")
-        for index, value in enumerate(values):
-            if value.shape[1:] != values[0].shape[1:]:
-                raise self._error(f"TensorArray has inconsistent shapes.  Index 0 has (excepting dimension 0) shape: "
-                                  f"{list(values[0].shape[1:])} but index {index} has (excepting dimension 0) shape: "
-                                  f"{list(value.shape[1:])}", "concat")
-        if not values:
-            shape = contents.element_shape
-            if shape is None or not is_fully_defined(shape[1:]):
-                raise self._error("Tried to concat an empty list with non-fully-defined element_shape", "concat")
-            return torch.zeros((0,) + tuple(shape[1:]), dtype=self._dtype, device=contents.storage.device)
-        return torch.cat(values)
+        if not contents.phys:
+            rest = tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape)
+            return self._zeros(contents, (0,) + tuple(rest))
+        slot_shapes = [None if slot is None else contents.shapes[slot] for slot in contents.phys]
+        tf2_lists.check_concat_rows(slot_shapes)
+        zeros = None
+        if None in slot_shapes:
+            zeros = self._zeros(contents, tf2_lists.concat_zeros_shape(contents.element_shape, contents.list_shape,
+                                                                       slot_shapes))
+        return torch.cat([zeros if slot is None else contents.storage.read(slot) for slot in contents.phys])
 
     def scatter(self, indices, value, name=None):
         contents = self._current()
+        indices = host_ints(host_value(indices), "indices")
         value = self._value(value, "scatter")
-        indices = self._vector(indices, "indices", "scatter")
-        if len(indices) != (value.shape[0] if value.dim() else -1):
-            raise self._error(f"Invalid number of rows in input tensor. Expected: {len(indices)} "
-                              f"Actual: {value.shape[0] if value.dim() else 'a scalar'}", "scatter")
-        indices = [self._index(contents, i, "scatter", growing=True) for i in indices]
+        tf2_lists.check_scatter(indices.shape, tuple(value.shape))
+        indices = indices.tolist()
+        element_shape = self._shape_after(contents, value.shape[1:], "scatter")
         if indices:
-            element_shape = self._shape_after(contents, value.shape[1:], "scatter")
+            tf2_lists.check_scatter_bounds(min(indices), max(indices), len(contents.phys), self._dynamic_size)
             first = self._fresh(contents, len(indices), "scatter")
             contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
-            contents.element_shape = element_shape
             self._keep(contents, first, value, lambda: value.unbind(0))
             contents.shapes.update(dict.fromkeys(range(first, first + len(indices)), tuple(value.shape[1:])))
             top = max(indices) + 1
@@ -333,18 +322,15 @@ class TF2TensorArray:
                 contents.phys.extend([None] * (top - len(contents.phys)))
             for k, index in enumerate(indices):         # a repeated index: the last row wins
                 contents.phys[index] = first + k
+        contents.element_shape = element_shape
         return self._next(contents)
 
     def unstack(self, value, name=None):
         contents = self._current()
         value = self._value(value, "unstack")
-        if value.dim() == 0:
-            raise self._error("unstack needs a value of rank >= 1, got a scalar", "unstack")
+        # A fixed size takes as many rows: fewer too (tf.function's stack() then fails, eager shrinks).
+        tf2_lists.check_unstack(tuple(value.shape), self._static_size)
         count = value.shape[0]
-        if not self._dynamic_size and count != len(contents.phys):
-            # Fewer rows too: tf.function's stack() then fails, eager shrinks; the library's class raises.
-            raise self._error(f"Cannot unstack {count} tensors into a TensorArray of static size "
-                              f"{len(contents.phys)}: create it with size={count} or dynamic_size=True", "unstack")
         element_shape = self._shape_after(contents, value.shape[1:], "unstack")
         first = self._fresh(contents, count, "unstack")
         if count:
@@ -358,15 +344,11 @@ class TF2TensorArray:
     def split(self, value, lengths, name=None):
         contents = self._current()
         value = self._value(value, "split")
-        lengths = self._vector(lengths, "lengths", "split", "int64")
-        if value.dim() == 0 or sum(lengths) != value.shape[0] or min(lengths, default=0) < 0:
-            raise self._error(f"lengths {lengths} must be non-negative and add up to the value's first dimension "
-                              f"({'a scalar' if value.dim() == 0 else value.shape[0]})", "split")
-        if not self._dynamic_size and len(lengths) != len(contents.phys):
-            raise self._error(f"split into {len(lengths)} pieces of an array of size {len(contents.phys)}", "split")
-        if not lengths:     # TensorFlow's Python side fails on it (max() of no lengths), as the library's class says
-            raise self._error("split needs at least one length", "split")
-        element_shape = split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape), lengths)
+        lengths = host_ints(host_value(lengths), "lengths", "int64")
+        lengths_shape, lengths = lengths.shape, (lengths.tolist() if lengths.ndim == 1 else [])
+        tf2_lists.check_split(tuple(value.shape), lengths_shape, lengths, self._static_size)
+        element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape),
+                                                      lengths)
         first = self._fresh(contents, len(lengths), "split")
         start, storage, pieces = 0, contents.storage, []
         for k, length in enumerate(lengths):
@@ -387,3 +369,11 @@ class TF2TensorArray:
         """Nothing to do, as in TensorFlow 2 and the library's class: the values go when the last
         reference does (the storage's registry entry is weak)."""
         self._current()
+
+
+def _tf_name(dtype):
+    """TensorFlow's name for a torch dtype, as the library's class names its dtypes in errors."""
+    try:
+        return tf_name(as_dtype(dtype))
+    except InvalidArgumentError:        # a dtype the bridge does not take: torch's name
+        return str(dtype)

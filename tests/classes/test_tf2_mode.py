@@ -306,6 +306,34 @@ def test_shape_and_dtype_errors(backend):
         ta.write(1, np.array([1, 2], np.int32))
 
 
+_CONCAT_ERRORS = {
+    "scalars": lambda make, c: make(size=2).write(0, c(1.0)).write(1, c(2.0)).concat(),
+    "a vector, then a scalar": lambda make, c: make(size=2, infer_shape=False).write(0, c([1.0])).write(
+        1, c(2.0)).concat(),
+    "rows of two shapes": lambda make, c: make(size=2, infer_shape=False).write(0, c([[1.0, 2.0]])).write(
+        1, c([[1.0]])).concat(),
+    "rows of two ranks": lambda make, c: make(size=3, infer_shape=False).write(0, c([[1.0, 2.0]])).write(
+        2, c([1.0])).concat(),
+}
+
+
+@pytest.mark.parametrize("name", list(_CONCAT_ERRORS))
+def test_concat_errors_are_tensorlist_s(backend, name):
+    """A concat of rows it cannot join fails in TensorListConcat's words, as inside a tf.function
+    (TensorFlow's text, then the method), not in the V3 concat's, which named the array's storage."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    real = pytest.importorskip("tensorflow")
+    program = _CONCAT_ERRORS[name]
+    with pytest.raises(real.errors.InvalidArgumentError) as theirs:
+        real.function(lambda: program(lambda **kwargs: real.TensorArray(real.float32, **kwargs),
+                                      lambda value: real.constant(value, real.float32)), autograph=False)()
+    expected = theirs.value.message.split("}} ", 1)[-1].split("\n")[0]
+    with pytest.raises(errors.InvalidArgumentError) as ours:
+        program(lambda **kwargs: gta.TensorArray("float32", mode="tf2", **kwargs),
+                lambda value: np.asarray(value, np.float32))
+    assert str(ours.value) == f"{expected} (TensorArray.concat, mode 'tf2')"
+
+
 # -- choosing the mode --------------------------------------------------------------------------------------
 def test_mode_argument_context_and_default(backend):
     from gpu_tensorarray.tf2_array import TF2TensorArray
