@@ -387,3 +387,64 @@ def test_tf1_split_shape_error_does_not_suggest_what_is_already_set(backend):
         ta.split(np.zeros(3, np.float32), [1, 2])
     assert "consider setting infer_shape=False" not in str(raised.value)
     assert "TensorArray.split: infer_shape is already False" in str(raised.value)
+
+
+# -- index vectors: eager's rule, not tf.function's (docs/semantics.md §6.5) ---------------------------------
+_TABLE = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+
+
+def _tensorflow(real, op, indices, in_function):
+    """A gather of ``indices`` from, or a scatter of two rows into, an array of the rows of _TABLE,
+    by TensorFlow eagerly or inside a tf.function: the value, or the class of the error."""
+    def run():
+        ta = real.TensorArray(real.float32, size=3).unstack(_TABLE)
+        if op == "gather":
+            return ta.gather(real.constant(indices))
+        return ta.scatter(real.constant(indices), _TABLE[:2] + 10).stack()
+
+    try:
+        return (real.function(run, autograph=False) if in_function else run)().numpy()
+    except (TypeError, ValueError) as error:
+        return type(error).__name__
+
+
+def _ours(op, indices):
+    ta = gta.TensorArray("float32", size=3, mode="tf2").unstack(_TABLE)
+    try:
+        return gta.to_numpy(ta.gather(indices) if op == "gather" else ta.scatter(indices, _TABLE[:2] + 10).stack())
+    except errors.InvalidArgumentError as error:
+        return error
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter"])
+@pytest.mark.parametrize("dtype", ["int64", "int16", "uint8"])
+def test_index_vectors_of_other_integer_dtypes_are_taken_as_eager_takes_them(backend, op, dtype):
+    """Eager gathers and scatters by int64 (or narrower) indices; tf.function refuses them at tracing
+    (its TensorList ops take int32): the class takes them, with eager's values."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    real = pytest.importorskip("tensorflow")
+    indices = np.array([2, 0], dtype)
+    eager = _tensorflow(real, op, indices, in_function=False)
+    assert isinstance(eager, np.ndarray) and _tensorflow(real, op, indices, in_function=True) == "TypeError"
+    ours = _ours(op, indices)
+    assert isinstance(ours, np.ndarray) and ours.shape == eager.shape and np.array_equal(ours, eager)
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter"])
+@pytest.mark.parametrize("indices", [[[2], [0]], [[2, 0]], 1])
+def test_indices_that_are_not_a_vector_are_refused(backend, op, indices):
+    """Eager refuses them (by accident: NumPy's TypeError or ValueError from indexing a list), and so
+    does tf.function's scatter; tf.function's gather flattens them. The class refuses them with
+    InvalidArgumentError naming the method and the shape."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    real = pytest.importorskip("tensorflow")
+    indices = np.array(indices, np.int32)
+    assert _tensorflow(real, op, indices, in_function=False) in ("TypeError", "ValueError")
+    in_function = _tensorflow(real, op, indices, in_function=True)
+    if op == "gather":
+        assert np.array_equal(in_function, _TABLE[indices.reshape(-1)])
+    else:
+        assert in_function == "ValueError"
+    ours = _ours(op, indices)
+    assert isinstance(ours, errors.InvalidArgumentError)
+    assert str(ours) == f"indices must be a vector, got shape {list(indices.shape)} (TensorArray.{op}, mode 'tf2')"

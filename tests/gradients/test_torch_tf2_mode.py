@@ -553,3 +553,17 @@ def test_random_sequences_give_the_library_class_s_results(backend, seed):
     ours = _run(lambda dtype, **kwargs: TensorArray(getattr(torch, dtype), **kwargs),
                 lambda value: torch.as_tensor(value, device=torch_device()), params, ops)
     assert ours == expected
+
+
+@pytest.mark.parametrize("op", ["gather", "scatter"])
+@pytest.mark.parametrize("indices", [np.array([2, 0], np.int64), np.array([2, 0], np.uint8), np.array([[2], [0]]),
+                                     np.array([[2, 0]]), np.array(1), torch.tensor([2, 0]), torch.tensor([[2], [0]])])
+def test_index_vectors_are_the_library_class_s(backend, op, indices):
+    """gather and scatter take integer index vectors of any integer dtype and refuse any other
+    shape, as the library's class does (docs/semantics.md §6.5: TensorFlow's eager rule, not
+    tf.function's): its values, or its error class and text."""
+    def call(make, convert):
+        ta = make(size=3).unstack(convert(_TABLE))
+        return ta.gather(indices) if op == "gather" else ta.scatter(indices, convert(_TABLE[:2] + 10)).stack()
+
+    assert_same_as_library(call)
