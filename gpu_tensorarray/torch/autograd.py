@@ -22,11 +22,13 @@ the array's gradient array for source "S/S2" (TensorFlow refuses a gradient arra
 gradient array; the forward array's own gradient array for the longer source has the
 same slots and shapes). A pass's gradient arrays are closed when its graph task ends,
 whatever ends it: a callback autograd runs on success, or the same object's finalizer
-when the task is freed after an error or an interrupt.
+when the task is freed after an error or an interrupt. Under compiled autograd the nodes run
+as they are (graph breaks), and a read's flow gradient is a tensor, which its sums need.
 """
 
 import itertools
 import secrets
+import sys
 import threading
 
 import numpy as np
@@ -35,7 +37,7 @@ from torch.autograd import Function
 
 from .. import raw_ops
 from ..registry import registry
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, OpError, UnimplementedError, described, shown
 from ..shapes import except_first
 from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
 
@@ -105,12 +107,25 @@ _SOURCE_TAG = secrets.token_hex(4)
 
 
 class _Pass:
-    __slots__ = ("source", "grads", "rows")
+    __slots__ = ("source", "grads", "rows", "compiled", "flows")
 
     def __init__(self, number):
         self.source = f"gradients_torch_{_SOURCE_TAG}_{number}"
         self.grads = {}                  # (root handle, path) -> (gradient array handle, its library TensorArray)
         self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
+        # Compiled autograd sums the gradients of a tensor used twice (a flow that two reads
+        # follow) with torch.add, which takes no None: there every gradient must be a tensor.
+        self.compiled = _in_compiled_autograd()
+        # Whether a read's backward returns the flow of its writes into the gradient array
+        # (grad mode is the pass's create_graph, the same in each of its nodes).
+        self.flows = self.compiled or torch.is_grad_enabled()
+
+
+def _in_compiled_autograd():
+    """Whether the pass runs as a compiled autograd graph (torch._dynamo.compiled_autograd),
+    asked once per pass; never imports Dynamo."""
+    module = sys.modules.get("torch._dynamo.compiled_autograd")
+    return module is not None and getattr(module, "in_compiled_autograd_region", False) is True
 
 
 _passes = {}                             # autograd graph task id -> _Pass
@@ -164,12 +179,11 @@ def _end_pass(task):
             registry.end_gradient(registry.lookup(root), path + backward_pass.source)
 
 
-def _grad_array(ctx, flow, create):
+def _grad_array(ctx, backward_pass, flow, create):
     """The torch TensorArray of the running pass's gradient array of the array a node ran
     on, whose reads follow ``flow``; None when it does not exist and ``create`` is false
     (no read of the array has written a gradient in this pass)."""
     root, path, library_flow = ctx.array
-    backward_pass = _current_pass()
     key = (root, path)
     made = backward_pass.grads.get(key)
     if made is None:
@@ -186,15 +200,70 @@ def _grad_array(ctx, flow, create):
     return gradient
 
 
-def _failing(node):
-    """Run a node's backward; a failure ends (and cleans up) its pass at once."""
-    def backward(ctx, *grads):
-        try:
-            return node(ctx, *grads)
-        except BaseException:
-            _end_pass(torch._C._current_graph_task_id())
-            raise
-    return backward
+def _failing(describe):
+    """Run a node's backward; a failure ends (and cleans up) its pass at once. ``describe(ctx)``
+    names the node's forward op, for the error (asked only then)."""
+    def decorate(node):
+        def backward(ctx, *grads):
+            try:
+                return node(ctx, *grads)
+            except BaseException as error:
+                _end_pass(torch._C._current_graph_task_id())
+                if isinstance(error, Exception) and not isinstance(error, OpError) and _compiled_autograd_on():
+                    raise _compiled_refusal(ctx, describe, error) from error
+                raise
+        return backward
+    return decorate
+
+
+# -- what a failing node tells the user (error paths only) --------------------------------------
+
+def _read_op(ctx):
+    """A read node's forward op, as the user called it."""
+    kind, where = ctx.kind, ctx.where
+    if kind == READ:
+        return f"read({where})"
+    if kind == CONCAT:
+        return "concat()"
+    return "stack()" if type(where) is range else f"gather({shown(np.asarray(where).tolist())})"
+
+
+def _run_op(ctx):
+    """A run node's forward ops (its writes), as the user called them."""
+    kinds, wheres, _ = ctx.writes
+    ops = [f"write({where}, ...)" if kind == WRITE else
+           f"scatter({shown(np.asarray(where).tolist())}, ...) or unstack(...)" if kind == SCATTER else
+           f"split(..., {shown(np.asarray(where).tolist())})" for kind, where in zip(kinds, wheres)]
+    if len(ops) == 1:
+        return ops[0]
+    shown_ops = ", ".join(ops[:3]) + (", ..." if len(ops) > 3 else "")
+    return f"{len(ops)} writes ({shown_ops})"
+
+
+def _op_of(ctx, describe):
+    """"TensorArray <the user's array>'s <op>" for a node's error."""
+    root, path, _ = ctx.array
+    if path:
+        return f"a gradient rule's {describe(ctx)} on TensorArray {root.name}'s gradient array"
+    return f"TensorArray {root.name}'s {describe(ctx)}"
+
+
+def _compiled_autograd_on():
+    """Running a compiled autograd graph, or capturing one (which a torch may do by running the
+    nodes' backward on fake tensors)."""
+    module = sys.modules.get("torch._dynamo.compiled_autograd")
+    return _in_compiled_autograd() or (module is not None
+                                       and getattr(module, "compiled_autograd_enabled", False) is True)
+
+
+def _compiled_refusal(ctx, describe, error):
+    """The library's error for a node's backward that failed under compiled autograd with an error
+    of torch or Python: the pass cannot go on there, and the bare error would not say why."""
+    return UnimplementedError(
+        f"gpu_tensorarray.torch: the backward of {_op_of(ctx, describe)} failed under compiled autograd "
+        f"({described(error)}): run this backward pass without compiled autograd "
+        f"(torch._dynamo.config.compiled_autograd = False, or outside torch._dynamo.compiled_autograd._enable); "
+        f"torch.compile of the forward is supported")
 
 
 # -- the nodes ---------------------------------------------------------------------------------
@@ -209,15 +278,18 @@ class _WriteRun(Function):
         return torch.empty((), dtype=torch.float32)
 
     @staticmethod
-    @_failing
+    @_failing(_run_op)
     def backward(ctx, flow_grad):
         kinds, wheres, values = ctx.writes
         none = (flow_grad, None, None, None, None)
-        gradient = _grad_array(ctx, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
+        backward_pass = _current_pass()
+        gradient = _grad_array(ctx, backward_pass, ZERO_FLOW if flow_grad is None else flow_grad, create=False)
         if gradient is None:                 # nothing read this array in this pass: zeros
+            if backward_pass.compiled:       # tensors, which compiled autograd can add up
+                return none + tuple(torch.zeros_like(value) for value in values)
             return none + (None,) * len(values)
         if ctx.internal:
-            rows = _current_pass().rows.setdefault(ctx.array[:2], {})
+            rows = backward_pass.rows.setdefault(ctx.array[:2], {})
             return none + _accumulated_grads(gradient, zip(kinds, wheres, values), rows)
         # On a CPU backend without CUDA every value was a CPU tensor.
         same_device = ctx.backend.name != "cupy" and not torch_has_cuda()
@@ -234,11 +306,12 @@ class _Reader(Function):
         return value
 
     @staticmethod
-    @_failing
+    @_failing(_read_op)
     def backward(ctx, grad):
         # The gradient array's writes chain from a fresh flow; with create_graph=True the
         # flow they return carries them to the writes' backward, which reads through it.
-        gradient = _grad_array(ctx, ZERO_FLOW, create=True)
+        backward_pass = _current_pass()
+        gradient = _grad_array(ctx, backward_pass, ZERO_FLOW, create=True)
         kind, where = ctx.kind, ctx.where
         if kind == READ:
             gradient = gradient.write(where, grad)
@@ -246,7 +319,7 @@ class _Reader(Function):
             gradient = gradient.scatter(where, grad)
         else:
             gradient = _concat_grad(gradient, grad, where)
-        flow = gradient.flow if torch.is_grad_enabled() else None
+        flow = gradient.flow if backward_pass.flows else None
         return flow, None, None, None, None, None
 
 
