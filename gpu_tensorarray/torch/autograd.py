@@ -27,6 +27,7 @@ as they are (graph breaks), and a read's flow gradient is a tensor, which its su
 """
 
 import itertools
+import re
 import secrets
 import sys
 import threading
@@ -40,6 +41,7 @@ from ..registry import registry
 from ..errors import InvalidArgumentError, OpError, UnimplementedError, described, shown
 from ..shapes import except_first
 from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
+from .tf2 import is_storage
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
            "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
@@ -209,7 +211,9 @@ def _failing(describe):
                 return node(ctx, *grads)
             except BaseException as error:
                 _end_pass(torch._C._current_graph_task_id())
-                if isinstance(error, Exception) and not isinstance(error, OpError) and _compiled_autograd_on():
+                if isinstance(error, OpError):
+                    _name_the_users_op(error, ctx, describe)
+                elif isinstance(error, Exception) and _compiled_autograd_on():
                     raise _compiled_refusal(ctx, describe, error) from error
                 raise
         return backward
@@ -218,8 +222,32 @@ def _failing(describe):
 
 # -- what a failing node tells the user (error paths only) --------------------------------------
 
+# A gradient array's name: its forward array's, "@", the sources of the passes it serves, which
+# only the bridge knows. Where a message names one, it names the forward array's gradient array.
+_GRADIENT_NAME = re.compile(rf"@((?:gradients_torch_{_SOURCE_TAG}_\d+/?)+)")
+_IN_BACKWARD = " (in the backward pass of "
+
+
+def _gradient_array(match):
+    order = match.group(1).count("gradients_torch_")
+    return "'s gradient array" if order == 1 else f"'s gradient array of order {order}"
+
+
+def _name_the_users_op(error, ctx, describe):
+    """A library error of a node's backward, told in the user's terms: the gradient arrays it names
+    as their forward array's, and the forward op whose gradient failed. TensorFlow's text stays."""
+    text = error.message
+    if _IN_BACKWARD in text:                 # said already, by the node that raised it first
+        return
+    text = f"{_GRADIENT_NAME.sub(_gradient_array, text)}{_IN_BACKWARD}{_op_of(ctx, describe)})"
+    error.message = text
+    error.args = (text,)
+
+
 def _read_op(ctx):
     """A read node's forward op, as the user called it."""
+    if is_storage(ctx.array[0]):
+        return "read/gather/stack/concat (mode 'tf2')"
     kind, where = ctx.kind, ctx.where
     if kind == READ:
         return f"read({where})"
@@ -230,6 +258,8 @@ def _read_op(ctx):
 
 def _run_op(ctx):
     """A run node's forward ops (its writes), as the user called them."""
+    if is_storage(ctx.array[0]):
+        return "write/scatter/unstack/split (mode 'tf2')"
     kinds, wheres, _ = ctx.writes
     ops = [f"write({where}, ...)" if kind == WRITE else
            f"scatter({shown(np.asarray(where).tolist())}, ...) or unstack(...)" if kind == SCATTER else
@@ -243,8 +273,8 @@ def _run_op(ctx):
 def _op_of(ctx, describe):
     """"TensorArray <the user's array>'s <op>" for a node's error."""
     root, path, _ = ctx.array
-    if path:
-        return f"a gradient rule's {describe(ctx)} on TensorArray {root.name}'s gradient array"
+    if path:                                 # an op of a gradient rule, on the gradient array
+        return f"TensorArray {root.name}'s gradient rule {describe(ctx)}, differentiated again"
     return f"TensorArray {root.name}'s {describe(ctx)}"
 
 
@@ -435,6 +465,8 @@ def _changed_after_write(ta, state, position):
     kind, where = state.kinds[position], state.wheres[position]
     what = f"written to slot {where}" if kind == WRITE else \
         f"{'scattered to slots' if kind == SCATTER else 'split into pieces of lengths'} {np.asarray(where).tolist()}"
+    if is_storage(ta.handle):                # a mode tf2 list's storage: its slots are not the list's
+        what = "written to it (mode 'tf2')"
     return InvalidArgumentError(
         f"TensorArray {ta.handle.name}: the tensor {what} was modified in place after the write: the array holds "
         f"it as written, but its gradient would be the modified tensor's. Write a copy (value.clone()) of a "

@@ -20,6 +20,8 @@ zeros tensor that depends on nothing. A storage whose size a backward pass locke
 (TensorArrayGradV3) is moved, through bridge ops, to a fresh one when it must grow.
 """
 
+import weakref
+
 import numpy as np
 import torch
 
@@ -31,7 +33,7 @@ from ..registry import registry
 from ..shapes import as_partial_shape, merge
 from .crossing import as_dtype, host_value, refuse_tangent, refused
 
-__all__ = ["TF2TensorArray", "register_storage_class"]
+__all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
 
 _forward_ad = torch.autograd.forward_ad     # its level is >= 0 inside a dual level (forward-mode AD)
 
@@ -41,6 +43,16 @@ _storage_class = []            # the V3 torch TensorArray (tensor_array.py regis
 
 def register_storage_class(cls):
     _storage_class[:] = [cls]
+
+
+# The handles of the V3 arrays that hold mode tf2's lists: their slots are not the list's, which
+# an error message must not show the user (weak: a storage goes with its last reference).
+_storages = weakref.WeakSet()
+
+
+def is_storage(handle):
+    """Whether ``handle`` is a V3 array holding a mode tf2 list (asked on error paths only)."""
+    return handle in _storages
 
 
 class _Contents:
@@ -80,8 +92,12 @@ class TF2TensorArray:
             raise InvalidArgumentError(f"TensorArray size must be >= 0, got {size}")
 
         def make_storage(length):
-            return _storage_class[0](dtype, size=length, dynamic_size=True, clear_after_read=False, infer_shape=False,
-                               tensor_array_name="TensorArrayV2", device=device, mode="tf1")
+            # Named as the user named the array (errors name the storage), else as TensorFlow 2's lists.
+            storage = _storage_class[0](dtype, size=length, dynamic_size=True, clear_after_read=False,
+                                        infer_shape=False, tensor_array_name=tensor_array_name or "TensorArrayV2",
+                                        device=device, mode="tf1")
+            _storages.add(storage.handle)
+            return storage
 
         self._dynamic_size = bool(dynamic_size)
         self._infer_shape = bool(infer_shape)

@@ -478,8 +478,71 @@ def test_forward_over_reverse_is_refused_by_name(backend):
     stacked = ta.stack()
     with forward_ad.dual_level():
         dual = forward_ad.make_dual(torch.ones_like(stacked), torch.ones_like(stacked))
-        with pytest.raises(gta.errors.UnimplementedError, match=f"TensorArray {ta.handle.name}@.*forward-mode AD"):
+        with pytest.raises(gta.errors.UnimplementedError,
+                           match=f"TensorArray {ta.handle.name}'s gradient array: forward-mode AD"):
             torch.autograd.grad(stacked, x, dual)
+    assert open_passes() == 0
+
+
+def _failing_backward(failure, mode, x):
+    """A backward pass through an array named "states" that fails in a bridge node, as ``failure``
+    makes it fail; (the array, the op whose backward fails, the error expected)."""
+    import torch.autograd.forward_ad as forward_ad
+
+    ta = TensorArray(F64, size=2, tensor_array_name="states", mode=mode, clear_after_read=False).unstack(x * 2)
+    if failure == "forward_over_reverse":                  # a dual gradient reaches the gradient array
+        stacked = ta.stack()
+
+        def run():
+            with forward_ad.dual_level():
+                dual = forward_ad.make_dual(torch.ones_like(stacked), torch.ones_like(stacked))
+                torch.autograd.grad(stacked, x, dual)
+        return ta, run, "stack()", gta.errors.UnimplementedError
+    if failure == "batched_gradients":
+        out = ta.read(1)
+        batch = torch.eye(3, dtype=F64, device=torch_device())
+        return ta, lambda: torch.autograd.grad(out, x, batch, is_grads_batched=True), "read(1)", \
+            gta.errors.UnimplementedError
+    if failure == "closed_before_backward":                # TensorArrayGradV3 of a closed array
+        out = ta.gather([1, 0]).sum()
+        ta.close()
+        return ta, out.backward, "gather([1, 0])", InvalidArgumentError
+    if failure == "closed_before_second_order":            # the same, for the gradient's own gradient
+        grad, = torch.autograd.grad((ta.stack() ** 3).sum(), x, create_graph=True)
+        ta.close()
+        return ta, grad.sum().backward, "gradient rule gather([0, 1]), differentiated again", InvalidArgumentError
+    grad_array = ta.grad("mine").write(0, x[0] * 2)        # a user's gradient array has none of its own
+    return grad_array, grad_array.read(0).sum().backward, "read(0)", InvalidArgumentError
+
+
+# Mode tf2 has no closing (close() does nothing) and no grad(), as in TensorFlow 2.
+@pytest.mark.parametrize("mode, failure", [
+    (mode, failure) for failure in ["forward_over_reverse", "batched_gradients", "closed_before_backward",
+                                    "closed_before_second_order", "users_gradient_array"]
+    for mode in ["tf1", "tf2"] if mode == "tf1" or not failure.startswith(("closed", "users"))])
+def test_errors_in_a_backward_pass_name_the_users_array_and_op(backend, mode, failure):
+    """A bridge node's backward that fails says which of the user's arrays (its TensorFlow name,
+    from tensor_array_name; in mode tf2 too) and which forward op: never the pass's gradient array
+    by its internal source, whose tag no user chose. TensorFlow's text stays as it is."""
+    from gpu_tensorarray.torch import autograd
+
+    x = leaves((2, 3))[0]
+    ta, run, op, expected = _failing_backward(failure, mode, x)
+    with pytest.raises(expected) as caught:
+        run()
+    text = str(caught.value)
+    name = ta.handle.name
+    assert name.startswith("states_")
+    if mode == "tf2":
+        op = "read/gather/stack/concat (mode 'tf2')"
+    assert text.endswith(f" (in the backward pass of TensorArray {name}'s {op})"), text
+    assert "gradients_torch" not in text and autograd._SOURCE_TAG not in text, text
+    if failure.startswith("closed"):
+        assert text.startswith(f"TensorArray {name} has already been closed. "), text
+    elif failure == "users_gradient_array":
+        assert text.startswith(f"Wrong input container. _tensor_array_grads{name} "), text
+    else:
+        assert f"TensorArray {name.partition('@')[0]}'s gradient array" in text, text
     assert open_passes() == 0
 
 
@@ -627,6 +690,18 @@ def test_a_value_changed_in_place_before_its_first_read_is_refused(backend, mode
         read()
     with torch.no_grad():
         assert torch.equal(read().reshape(-1), written)
+
+
+def test_a_tf2_value_changed_in_place_is_named_by_the_list_not_its_storage(backend):
+    """In mode tf2 the array named in the error is the user's (tensor_array_name), and no slot of
+    its storage is given as the list's: logical slot 0, written twice, is storage slot 1."""
+    x = leaves((2,))[0]
+    y = x * 2
+    ta = TensorArray(F64, size=1, mode="tf2", tensor_array_name="states").write(0, x * 3).write(0, y)
+    y.mul_(3)
+    with pytest.raises(InvalidArgumentError, match=r"^TensorArray states_\d+: the tensor written to it \(mode 'tf2'\) "
+                                                   r"was modified in place after the write"):
+        ta.stack()
 
 
 def test_gradients_are_owned_tensors(backend):
