@@ -70,7 +70,8 @@ class ArrayState:
     source S is TensorArrayGradV3(root, ..., path + S). ``internal``: a gradient array the
     rules use (no superseded-read check: its writes accumulate by design)."""
 
-    __slots__ = ("array", "flow", "pending", "kinds", "wheres", "versions", "count", "written_by", "internal")
+    __slots__ = ("array", "flow", "pending", "kinds", "wheres", "versions", "count", "written_by", "internal",
+                 "__weakref__")
 
     def __init__(self, root, path, library_flow, flow, internal=False):
         # What the nodes keep (never the state: its flow holds the nodes, a cycle gc cannot see).

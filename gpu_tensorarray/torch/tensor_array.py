@@ -5,6 +5,8 @@ records it for autograd (autograd.py) when gradients flow; values cross by
 crossing.py. ``flow`` is a torch scalar here: it is what orders the gradient ops.
 """
 
+import weakref
+
 import numpy as np
 import torch
 
@@ -25,6 +27,9 @@ _raw_read = raw_ops.TensorArrayReadV3
 _is_grad_enabled = torch.is_grad_enabled
 # Inside a dual level (forward-mode AD) the level is >= 0: a value written then may carry a tangent.
 _forward_ad = torch.autograd.forward_ad
+# Handle -> the state its torch TensorArrays share, while one lives: TensorArray(handle=...,
+# flow=...) at the array's current flow continues that chain (the superseded-read check sees it).
+_states = weakref.WeakValueDictionary()
 
 
 class TensorArray:
@@ -64,9 +69,21 @@ class TensorArray:
             self._ta = _LibraryTensorArray(*arguments, mode="tf1")
         self._backend = self._ta.handle.array.backend
         self._host = self._backend.name != "cupy"       # values are NumPy arrays: torch shares them
+        if handle is not None:
+            state = _states.get(self._ta.handle)
+            if state is not None and flow is state.flow:
+                # Where that flow was made: before the writes still pending (none, after ta.flow).
+                self._state, self._n = state, state.count - len(state.pending)
+                return
+        # At another flow (one a later write passed, or none of a torch TensorArray's): a chain of
+        # its own, as TF1 reads from that flow; its reads are not checked against the array's writes.
         self._state = ArrayState(self._ta.handle, "", self._ta.flow,
                                  flow if isinstance(flow, torch.Tensor) else ZERO_FLOW)
         self._n = 0
+        if handle is None:
+            _states[self._ta.handle] = self._state
+        else:                                   # the first chain of the array stays the one shared
+            _states.setdefault(self._ta.handle, self._state)
 
     def _next(self, ta, n):
         result = _new(TensorArray)
@@ -130,6 +147,7 @@ class TensorArray:
             ta = self._ta.grad(source)
         result = self._next(ta, 0)
         result._state = ArrayState(ta.handle, "", ta.flow, self.flow if flow is None else flow)
+        _states.setdefault(ta.handle, result._state)      # for a TensorArray(handle=...) of it
         return result
 
     def _read(self, kind, where, method, slots=None):

@@ -776,6 +776,47 @@ def test_handle_wrapping_and_grad_array(backend):
     grad.close()
 
 
+def test_a_handle_wrapped_at_the_current_flow_shares_the_arrays_chain(backend):
+    """TensorArray(handle=ta.handle, flow=ta.flow) continues ta's chain (one state per array): its
+    writes and ta's are one run, read through either's successor with the list model's gradients;
+    a read through the TensorArray that either's later write superseded raises, as through ta."""
+    a, b, c = leaves((3,), (3,), (3,))
+    w = weights(3, 3)
+
+    def program(a, b, c, use_array):
+        if not use_array:
+            return nonlinear(torch.stack([a * 2, b * 3, c * 4]), w)
+        first = TensorArray(F64, size=3, tensor_array_name="states").write(0, a * 2)
+        wrapped = TensorArray(F64, handle=first.handle, flow=first.flow).write(1, b * 3)
+        with pytest.raises(InvalidArgumentError, match="slot 1.*Use the TensorArray the write returned"):
+            first.read(1)                        # written through the wrapper, after first's flow
+        last = TensorArray(F64, handle=wrapped.handle, flow=wrapped.flow).write(2, c * 4)
+        with pytest.raises(InvalidArgumentError, match="slot 2"):
+            wrapped.gather([2])
+        return nonlinear(last.stack(), w)
+
+    assert_same_gradients(lambda *v: program(*v, True), lambda *v: program(*v, False), [a, b, c])
+
+
+def test_a_handle_wrapped_at_an_older_flow_reads_what_was_written_before_it(backend):
+    """At a flow a later write has passed: reading a slot written before that flow is allowed
+    (its gradient is right); a slot written after it raises, the wrapper being older than the write."""
+    a, b = leaves((3,), (3,))
+
+    def program(a, b, use_array):
+        if not use_array:
+            return (a * 2).sin().sum() + (b * 3).sum()
+        first = TensorArray(F64, size=2, clear_after_read=False).write(0, a * 2)
+        flow = first.flow
+        second = first.write(1, b * 3)               # pending: flow is still the array's last flow
+        older = TensorArray(F64, handle=first.handle, flow=flow)
+        with pytest.raises(InvalidArgumentError, match="slot 1"):
+            older.read(1)
+        return older.read(0).sin().sum() + second.read(1).sum()
+
+    assert_same_gradients(lambda *v: program(*v, True), lambda *v: program(*v, False), [a, b])
+
+
 def test_device_argument(backend):
     ta = TensorArray(torch.float32, size=1, device="cpu")
     assert gta.registry.lookup(ta.handle).backend.name == "numpy" and ta.device == torch.device("cpu")
