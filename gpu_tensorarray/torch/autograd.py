@@ -359,7 +359,7 @@ def _concat_grad(gradient, grad, lengths):
     gradient, differentiated again) covers only the slots its forward array's split marked, which
     dynamic growth may have outgrown; the gradient array here has all of that array's slots, and
     a split must cover them all: then the pieces go in slot by slot, adding up as the split's would."""
-    if len(lengths) == registry.lookup(gradient.handle).size:
+    if len(lengths) == registry.lookup(gradient._ta.handle).size:
         return gradient.split(grad, lengths)
     start = 0
     for slot, length in enumerate(lengths.tolist()):

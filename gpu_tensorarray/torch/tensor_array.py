@@ -29,6 +29,7 @@ _is_grad_enabled = torch.is_grad_enabled
 _forward_ad = torch.autograd.forward_ad
 # Handle -> the state its torch TensorArrays share, while one lives: TensorArray(handle=...,
 # flow=...) at the array's current flow continues that chain (the superseded-read check sees it).
+# Filled when ``handle`` is first asked for (the only way to such a wrapper), not at creation.
 _states = weakref.WeakValueDictionary()
 
 
@@ -80,10 +81,6 @@ class TensorArray:
         self._state = ArrayState(self._ta.handle, "", self._ta.flow,
                                  flow if isinstance(flow, torch.Tensor) else ZERO_FLOW)
         self._n = 0
-        if handle is None:
-            _states[self._ta.handle] = self._state
-        else:                                   # the first chain of the array stays the one shared
-            _states.setdefault(self._ta.handle, self._state)
 
     def _next(self, ta, n):
         result = _new(TensorArray)
@@ -107,7 +104,9 @@ class TensorArray:
     # -- properties ----------------------------------------------------------------------------
     @property
     def handle(self):
-        return self._ta.handle
+        handle = self._ta.handle
+        _states.setdefault(handle, self._state)     # the first chain asked for stays the one shared
+        return handle
 
     @property
     def flow(self):
@@ -147,7 +146,6 @@ class TensorArray:
             ta = self._ta.grad(source)
         result = self._next(ta, 0)
         result._state = ArrayState(ta.handle, "", ta.flow, self.flow if flow is None else flow)
-        _states.setdefault(ta.handle, result._state)      # for a TensorArray(handle=...) of it
         return result
 
     def _read(self, kind, where, method, slots=None):

@@ -96,7 +96,7 @@ class TF2TensorArray:
             storage = _storage_class[0](dtype, size=length, dynamic_size=True, clear_after_read=False,
                                         infer_shape=False, tensor_array_name=tensor_array_name or "TensorArrayV2",
                                         device=device, mode="tf1")
-            _storages.add(storage.handle)
+            _storages.add(storage._ta.handle)   # not .handle, which readies the storage for wrapping
             return storage
 
         self._dynamic_size = bool(dynamic_size)
@@ -182,7 +182,7 @@ class TF2TensorArray:
         """``count`` fresh physical slots: past the end of a storage that can grow, or of a
         new one holding the written values (a backward pass locked the old one's size)."""
         storage = contents.storage
-        array = registry.lookup(storage.handle)
+        array = registry.lookup(storage._ta.handle)
         if not array.dynamic_size and contents.next_phys + count > array.size:
             live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
             moved = [self._moved(contents, slot, method) for _, slot in live]     # may fail: nothing changed yet
