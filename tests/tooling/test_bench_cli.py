@@ -343,8 +343,12 @@ def test_compare_ops_times_the_backward_pass_alone(tmp_path):
                                              "def _slow(ctx, grad):\n    _time.sleep(0.004)\n"
                                              "    return _backward(ctx, grad)\n\n\n"
                                              "_Reader.backward = staticmethod(_slow)\n"),
+            # A busy wait, not a sleep: a process that sleeps gives its core (and caches) away, and
+            # its next backward pass runs slower for that on a shared machine.
             ("slow_forward", "tensor_array.py", "\nimport time as _time\n_read = TensorArray.read\n\n\n"
-                                                "def _slow(self, *args, **kwargs):\n    _time.sleep(0.0002)\n"
+                                                "def _slow(self, *args, **kwargs):\n"
+                                                "    _end = _time.perf_counter() + 0.0002\n"
+                                                "    while _time.perf_counter() < _end:\n        pass\n"
                                                 "    return _read(self, *args, **kwargs)\n\n\n"
                                                 "TensorArray.read = _slow\n")):
         copy = copies[name] = tmp_path / name
