@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .. import messages, tf2_lists
-from ..dtypes import tf_name
+from ..dtypes import python_value_as, tf_name
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
@@ -159,6 +159,13 @@ class TF2TensorArray:
 
     def _value(self, value, method):
         if not isinstance(value, torch.Tensor):
+            # As the library's class: a Python value converted to the list's dtype (refusing what
+            # TensorFlow refuses), anything with a dtype of its own taken only at the list's dtype.
+            dtype = as_dtype(self._dtype)
+            if not hasattr(value, "dtype") and not hasattr(value, "__dlpack__"):
+                value = python_value_as(value, dtype)
+            elif getattr(value, "dtype", None) != dtype:
+                raise messages.list_dtype(method, tf_name(value.dtype), tf_name(dtype))
             try:
                 value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
             except (TypeError, ValueError, OverflowError, RuntimeError) as error:   # None, a string, ragged lists

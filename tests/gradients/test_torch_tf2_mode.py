@@ -129,8 +129,8 @@ def test_errors(backend):
 
 
 @pytest.mark.parametrize("call, match", [
-    (lambda ta, x: ta.write(0, None), "Cannot convert None"),
-    (lambda ta, x: ta.write(0, "abc"), "Cannot convert 'abc'"),
+    (lambda ta, x: ta.write(0, None), "Cannot convert value None"),
+    (lambda ta, x: ta.write(0, "abc"), "Op is trying to write dtype string"),
     (lambda ta, x: ta.split(x, ["a", "b"]), "lengths"),
     (lambda ta, x: ta.split(x, None), "lengths"),
     (lambda ta, x: ta.split(x, [1.9, 1.1]), "int64"),               # not truncated to [1, 1]
@@ -517,6 +517,25 @@ def test_a_write_of_another_dtype_has_the_library_class_s_text(backend):
     with pytest.raises(InvalidArgumentError) as caught:
         _bridge(size=2).write(0, torch.ones(2, dtype=torch.float32, device=torch_device()))
     assert str(caught.value) == str(expected)
+
+
+@pytest.mark.parametrize("value", [np.ones(2, np.float32), np.ones(2, np.int32), np.float32(1.0), [1.5, 2.0], [1, 2],
+                                   ["a"], [None], 3])
+def test_a_write_of_a_non_tensor_value_is_converted_as_by_the_library_class(backend, value):
+    """A NumPy value of another dtype is refused, a Python value converted as the library's class converts it
+    (the bridge cast every non-tensor value to the list's dtype: a float32 NumPy array into a float64 list was
+    taken). Only the int32 list checks a float list's silent truncation, the float64 list the rest."""
+    for dtype in ("float64", "int32"):
+        try:
+            expected = gpu_tensorarray.to_numpy(
+                gpu_tensorarray.TensorArray(dtype, size=2, mode="tf2").write(0, value).stack())
+        except InvalidArgumentError as error:
+            with pytest.raises(type(error)) as caught:
+                TensorArray(dtype, size=2, mode="tf2").write(0, value)
+            assert str(caught.value) == str(error)
+            continue
+        ours = TensorArray(dtype, size=2, mode="tf2").write(0, value).stack()
+        assert np.array_equal(ours.cpu().numpy(), expected) and ours.cpu().numpy().dtype == expected.dtype
 
 
 def _run(make, convert, params, ops):
