@@ -161,11 +161,11 @@ class TF2TensorArray:
         if not isinstance(value, torch.Tensor):
             # As the library's class: a Python value converted to the list's dtype (refusing what
             # TensorFlow refuses), anything with a dtype of its own taken only at the list's dtype.
-            dtype = as_dtype(self._dtype)
-            if not hasattr(value, "dtype") and not hasattr(value, "__dlpack__"):
+            dtype, own = as_dtype(self._dtype), getattr(value, "dtype", None)
+            if own is None and not hasattr(value, "__dlpack__"):
                 value = python_value_as(value, dtype)
-            elif getattr(value, "dtype", None) != dtype:
-                raise messages.list_dtype(method, tf_name(value.dtype), tf_name(dtype))
+            elif isinstance(own, np.dtype) and own != dtype:
+                raise messages.list_dtype(method, tf_name(own), tf_name(dtype))
             try:
                 value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
             except (TypeError, ValueError, OverflowError, RuntimeError) as error:   # None, a string, ragged lists

@@ -538,6 +538,19 @@ def test_a_write_of_a_non_tensor_value_is_converted_as_by_the_library_class(back
         assert np.array_equal(ours.cpu().numpy(), expected) and ours.cpu().numpy().dtype == expected.dtype
 
 
+
+class _ExportsWithoutDtype:
+    """A DLPack exporter with no ``dtype`` attribute, whose export fails."""
+
+    def __dlpack__(self, *args, **kwargs):
+        raise TypeError("no export")
+
+
+def test_a_write_of_an_exporter_without_a_dtype_is_a_library_error(backend):
+    """The bridge's dtype check asked such a value for its dtype: AttributeError escaped."""
+    with pytest.raises(InvalidArgumentError, match="Cannot convert"):
+        TensorArray("float32", size=2, mode="tf2").write(0, _ExportsWithoutDtype())
+
 def _run(make, convert, params, ops):
     """One tf2_cases sequence: each op's value (NumPy) or error class and text; the chain goes on past a
     failed op (it changed nothing)."""
