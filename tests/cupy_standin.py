@@ -548,10 +548,13 @@ class MemoryPointer:
         # addressing CUDA copies between any two devices (through the host without peer
         # access), and a copy may be queued on a stream of any device.
         if size > 0:
-            stream = get_current_stream() if stream is None else stream
-            device = _current_device() if stream.device_id == -1 else stream.device_id
-            _note("copy", device, stream, "device to device")
+            self._note_copy(stream)
             ctypes.memmove(self.ptr, src.ptr, size)
+
+    def _note_copy(self, stream=None):
+        stream = get_current_stream() if stream is None else stream
+        device = _current_device() if stream.device_id == -1 else stream.device_id
+        _note("copy", device, stream, "device to device")
 
 
 class Flags:
@@ -786,8 +789,12 @@ class ndarray:
                 if target._a.ctypes.data == value._a.ctypes.data:
                     return                  # the same memory
                 if target._a.flags.c_contiguous and target.dtype == value.dtype:
-                    # One memcpy (copy_from_device_async), whichever devices hold the two.
-                    target.data.copy_from_device_async(value.data, value.nbytes)
+                    # One memcpy (copy_from_device_async), whichever devices hold the two. The
+                    # bytes move by an assignment, the last step, not by a call: CuPy's is C code,
+                    # which no interrupt splits, and CPython delivers one when a call returns.
+                    if value.nbytes:
+                        target.data._note_copy()
+                        target._a[...] = value._a
                     return
             # elementwise_copy: a kernel on the current device, over arrays there.
             _check_peer_access(target, _current_device())
