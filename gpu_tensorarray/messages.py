@@ -208,8 +208,8 @@ def prepend_negative(array, dim, dims):
 # TensorFlow 2's words (its TensorList kernels' and its Python side's, or ours where it has none);
 # the context is the TensorArray method and the mode. Both tf2 classes, the library's (tf2_array)
 # and the torch bridge's (torch.tf2), raise these, so their texts cannot drift apart.
-def tf2_error(text, method):
-    return InvalidArgumentError(f"{text} (TensorArray.{method}, mode 'tf2')")
+def tf2_error(text, method, error_class=InvalidArgumentError):
+    return error_class(f"{text} (TensorArray.{method}, mode 'tf2')")
 
 
 def _tshape(shape):

@@ -161,7 +161,7 @@ class TF2TensorArray(TensorArray):
             try:
                 value = backend.asarray(value)
             except InvalidArgumentError as error:
-                raise type(error)(f"{error.message} (TensorArray.{method}, mode 'tf2')") from None
+                raise messages.tf2_error(error.message, method, type(error)) from None
         if value.dtype != self._dtype:
             raise messages.list_dtype(method, dtypes.tf_name(value.dtype), dtypes.tf_name(self._dtype))
         if self._dtype is dtypes.STRING:
