@@ -4,10 +4,12 @@ way to let torch's autograd engine settle before a test counts arrays. Imported 
 gpu_tensorarray.testing.import_torch."""
 
 import gc
+import time
 
 import torch
 
 from gpu_tensorarray import device, get_backend
+from gpu_tensorarray.testing import open_array_names
 from gpu_tensorarray.torch import TensorArray
 
 _torch_devices = {}      # backend -> the torch device of its arrays' values
@@ -35,3 +37,17 @@ def settle_autograd():
     gc.collect()
     torch.ones(1, device=torch_device(), requires_grad=True).sum().backward()
     gc.collect()
+
+
+def opened_since(before, wait=2.0):
+    """The arrays opened since ``before`` (``open_array_names()``) that stay open once torch has
+    settled. On a GPU, torch's device thread can still hold a failed pass's queued tasks (and
+    their nodes) after a settling pass, since its queue runs newer nodes first, and drop
+    them a moment later: a leak is what is still open after ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while True:
+        settle_autograd()
+        left = open_array_names() - before
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.01)

@@ -12,7 +12,7 @@ import pytest
 from gpu_tensorarray.testing import import_torch, open_array_names
 
 torch = import_torch()
-from torch_helpers import settle_autograd, torch_device  # noqa: E402
+from torch_helpers import opened_since, torch_device  # noqa: E402
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "examples" / "rnn_torch.py"
 
@@ -31,8 +31,7 @@ def test_gradients_equal_the_list_and_stack_model(rnn, backend, seed, steps):
     difference = rnn.max_relative_difference(seed=seed, backend=backend, steps=steps)
     print(f"\n{backend.name} seed {seed}: max relative gradient difference {difference:.3e}")
     assert difference <= 1e-10
-    settle_autograd()
-    assert not open_array_names() - before              # forward arrays freed, gradient arrays closed
+    assert not opened_since(before)              # forward arrays freed, gradient arrays closed
 
 
 def test_the_loop_length_comes_from_the_data(rnn, backend):

@@ -18,7 +18,7 @@ from gpu_tensorarray.errors import InvalidArgumentError
 from gpu_tensorarray.testing import import_torch, open_array_names
 
 torch = import_torch()
-from torch_helpers import settle_autograd, torch_device  # noqa: E402
+from torch_helpers import opened_since, settle_autograd, torch_device  # noqa: E402
 from gpu_tensorarray.torch import TensorArray, as_dtype, torch_dtype  # noqa: E402
 from gpu_tensorarray.torch.autograd import open_passes  # noqa: E402
 
@@ -313,8 +313,7 @@ def test_grad_arrays_are_closed_after_backward(backend):
     for forward in (inputs, outputs):
         assert not gta.registry.lookup(forward.handle).grads
     del inputs, outputs, loss, forward
-    settle_autograd()
-    assert not open_array_names() - before
+    assert not opened_since(before)
 
 
 def test_a_failing_backward_pass_closes_its_grad_arrays(backend):
@@ -377,8 +376,7 @@ def test_a_pass_that_fails_elsewhere_closes_its_grad_arrays(backend, failure):
     assert not forward.grads          # ended: its gradient arrays closed and gone from grads
     assert open_array_names() - before == {forward.name}        # the forward array only
     del x, ta, loss, forward
-    settle_autograd()
-    assert not open_array_names() - before
+    assert not opened_since(before)
 
 
 def test_retained_graph_passes_leave_no_open_arrays(backend):
@@ -387,8 +385,7 @@ def test_retained_graph_passes_leave_no_open_arrays(backend):
     before = open_array_names()
     for _ in range(20):
         loss.backward(retain_graph=True)
-    settle_autograd()
-    assert open_passes() == 0 and not open_array_names() - before
+    assert not opened_since(before) and open_passes() == 0
 
 
 def test_retained_graph_passes_leave_no_closed_grad_arrays_behind(backend):

@@ -14,7 +14,7 @@ import pytest
 from gpu_tensorarray.testing import import_torch, open_array_names
 
 torch = import_torch()
-from torch_helpers import settle_autograd, torch_device  # noqa: E402
+from torch_helpers import opened_since, torch_device  # noqa: E402
 from gpu_tensorarray.torch import TensorArray  # noqa: E402
 from gpu_tensorarray.torch.autograd import open_passes  # noqa: E402
 
@@ -274,5 +274,4 @@ def test_create_graph_passes_close_their_arrays(backend):
         penalty_grad(_read, p)
         hvp(_split, p.detach().reshape(6, 1).requires_grad_(), torch.ones(6, 1, dtype=F64, device=torch_device()))
     assert open_passes() == 0
-    settle_autograd()
-    assert not open_array_names() - before
+    assert not opened_since(before)

@@ -279,7 +279,7 @@ def test_close_does_nothing(backend):
     ta = TensorArray(F64, size=2, mode="tf2").write(0, x * 2)
     ta.close()
     ta.close()
-    library = gpu_tensorarray.TensorArray("float64", size=2, mode="tf2").write(0, np.asarray(x.detach() * 2))
+    library = gpu_tensorarray.TensorArray("float64", size=2, mode="tf2").write(0, (x.detach() * 2).cpu().numpy())
     library.close()
     assert np.array_equal(ta.read(0).detach().cpu().numpy(), gpu_tensorarray.to_numpy(library.read(0)))
     assert np.array_equal(ta.stack().detach().cpu().numpy(), gpu_tensorarray.to_numpy(library.stack()))
