@@ -24,6 +24,7 @@ import builtins
 import contextlib
 import ctypes
 import functools
+import gc
 import os
 import sys
 import threading
@@ -438,21 +439,56 @@ class Event:
 
 # -- the memory pool --------------------------------------------------------------------------------
 
+class _Chunk:
+    """memory.pyx, _Chunk: ``size`` bytes at ``offset`` of one device allocation (``root``);
+    ``prev``/``next`` link the pieces a split made of it."""
+
+    __slots__ = ("root", "offset", "size", "arena", "prev", "next", "__weakref__")
+
+    def __init__(self, root, offset, size, arena):
+        self.root, self.offset, self.size, self.arena = root, offset, size, arena
+        self.prev = self.next = None
+
+    def split(self, size):
+        """The rest past ``size`` as a chunk of its own (None when nothing is left)."""
+        if self.size == size:
+            return None
+        rest = _Chunk(self.root, self.offset + size, self.size - size, self.arena)
+        rest.prev, rest.next = self, self.next
+        if self.next is not None:
+            self.next.prev = rest
+        self.next, self.size = rest, size
+        return rest
+
+    def merge_next(self):
+        following = self.next
+        self.size += following.size
+        self.next = following.next
+        if self.next is not None:
+            self.next.prev = self
+
+
 class MemoryPool:
-    """cupy/cuda/memory.pyx's MemoryPool, per device: ``set_limit(size=...)``, used and
-    total bytes; an allocation past the limit raises OutOfMemoryError(size, total, limit)
-    before anything is allocated. Freed memory returns to the pool at once, to the
-    arena of the stream that allocated it (SingleDeviceMemoryPool._malloc picks the
-    arena of ``_get_stream_identifier(current stream)``, one per thread for the
-    per-thread default stream; ``free`` inserts the chunk back into ``chunk.arena``):
-    the next allocation on that stream may reuse it at once, ordered after nothing on
-    other streams. The log names that stream for each free."""
+    """cupy/cuda/memory.pyx's MemoryPool (SingleDeviceMemoryPool), per device. Sizes round
+    up to 512 bytes. A freed chunk stays in the pool, in the arena of the stream that
+    allocated it (``free`` inserts it into ``chunk.arena``; one arena a stream, one a thread
+    for the per-thread default stream), merged with free neighbours of its split: the next
+    allocation on that stream takes the best-fitting free chunk at once, ordered after
+    nothing on other streams, and splits off the rest. ``free_all_blocks`` releases the free
+    chunks that are not split. ``total_bytes`` counts what the pool holds, used or free; an
+    allocation that finds no free chunk must fit under ``set_limit``'s limit with it
+    (_try_malloc: else free_all_blocks, then gc.collect and free_all_blocks again, then
+    OutOfMemoryError(size, total, limit)). The log names the arena's stream for each free."""
 
     def __init__(self, device_id):
         self.device_id = device_id
-        self._limit = 0                 # 0: the device's memory
+        self._limit = 0                 # 0: none but the device's memory
         self._used = 0
+        self._total = 0
+        self._arenas = {}               # stream name -> its free chunks
+        self._pending = []              # chunks freed while the lock was held (add_pending_free_atomic)
         self._lock = threading.Lock()
+        self._in_use_lock = threading.Lock()      # the atomic _in_use_bytes (no allocation inside)
 
     def set_limit(self, size=None, fraction=None):
         self._limit = int(DEVICE_MEMORY * fraction) if fraction is not None else int(size or 0)
@@ -464,29 +500,92 @@ class MemoryPool:
         return self._used
 
     def total_bytes(self):
-        return self._used
+        return self._total
+
+    def free_bytes(self):
+        return self._total - self._used
 
     def free_all_blocks(self, stream=None):
-        pass
+        with self._lock:
+            self._commit_pending()
+            self._release_unsplit(list(self._arenas) if stream is None else [stream.name])
+
+    def _release_unsplit(self, names):
+        for name in names:
+            free = self._arenas.get(name, [])
+            kept = [chunk for chunk in free if chunk.prev is not None or chunk.next is not None]
+            self._total -= sum(chunk.size for chunk in free) - sum(chunk.size for chunk in kept)
+            free[:] = kept
 
     def free_and_total(self):
-        return DEVICE_MEMORY - self._used, DEVICE_MEMORY
+        return DEVICE_MEMORY - self._total, DEVICE_MEMORY
 
-    def malloc(self, nbytes, stream):
-        limit = self._limit or DEVICE_MEMORY
+    def malloc(self, size):
+        """memory.pyx, MemoryPool.malloc(size) -> MemoryPointer on the current stream."""
+        nbytes = -(-int(size) // 512) * 512
+        stream = get_current_stream()
+        if nbytes == 0:
+            return _pointer(np.empty(0, np.uint8), self.device_id, stream, 0)
         with self._lock:
-            if self._used + nbytes > limit:
-                raise OutOfMemoryError(nbytes, self._used, self._limit)
-            self._used += nbytes
-        counters.allocations += 1
-        counters.allocated_bytes += nbytes
-        _note("alloc", self.device_id, stream, nbytes)
+            self._commit_pending()
+            free = self._arenas.setdefault(stream.name, [])
+            fitting = [chunk for chunk in free if chunk.size >= nbytes]
+            if fitting:
+                chunk = min(fitting, key=lambda candidate: candidate.size)
+                free.remove(chunk)
+                rest = chunk.split(nbytes)
+                if rest is not None:
+                    free.append(rest)
+            else:
+                chunk = _Chunk(self._device_malloc(nbytes), 0, nbytes, stream.name)
+            with self._in_use_lock:
+                self._used += nbytes
+        memory = np.frombuffer(memoryview(chunk.root)[chunk.offset:chunk.offset + nbytes], np.uint8)
+        memory[...] = POISON
+        pointer = _pointer(memory, self.device_id, stream, int(size))
+        weakref.finalize(memory, self._free, chunk, int(size))      # when the last view of it goes
+        return pointer
 
-    def free(self, nbytes, stream_name):
-        with self._lock:
-            self._used -= nbytes
+    def _device_malloc(self, nbytes):
+        """_try_malloc, the lock held: room under the limit, then the device's memory (cudaMalloc)."""
+        for attempt in range(3):
+            limit = self._limit or 2**64
+            if self._total + nbytes <= limit and self._total + nbytes <= DEVICE_MEMORY:
+                try:
+                    root = np.empty(nbytes, np.uint8)
+                except MemoryError:
+                    break
+                self._total += nbytes
+                return root
+            if attempt == 1:
+                gc.collect()
+            self._commit_pending()
+            self._release_unsplit(list(self._arenas))
+        raise OutOfMemoryError(nbytes, self._total, self._limit)
+
+    def _free(self, chunk, size):
+        # memory.pyx, free: back into the arena when the lock is free, else onto the pending
+        # list (add_pending_free_atomic), which the next allocation or free_all_blocks commits.
+        # Here always the list: a finalizer runs in any thread, and an interrupt between a
+        # lock's acquire and its try would leave it held (CuPy's Cython has no such moment).
+        with self._in_use_lock:
+            self._used -= chunk.size
+        self._pending.append(chunk)
         if _recording[0]:
-            order_log.append(("free", self.device_id, stream_name, nbytes))
+            order_log.append(("free", self.device_id, chunk.arena, size))
+
+    def _commit_pending(self):
+        while self._pending:
+            chunk = self._pending.pop()
+            free = self._arenas.setdefault(chunk.arena, [])
+            while chunk.next is not None and chunk.next in free:       # _Arena.try_merge_chunk
+                free.remove(chunk.next)
+                chunk.merge_next()
+            while chunk.prev is not None and chunk.prev in free:
+                free.remove(chunk.prev)
+                chunk = chunk.prev
+                chunk.merge_next()
+            free.append(chunk)
 
 
 _pools = [MemoryPool(index) for index in range(DEVICE_COUNT)]
@@ -495,6 +594,56 @@ _pools = [MemoryPool(index) for index in range(DEVICE_COUNT)]
 def get_default_memory_pool():
     """The current device's pool (CuPy's default pool serves every device)."""
     return _pools[_current_device()]
+
+
+def _pointer(memory, device_id, stream, size):
+    """An allocation of ``size`` bytes (``memory``: the host bytes standing for it), noted."""
+    counters.allocations += 1
+    counters.allocated_bytes += size
+    _note("alloc", device_id, stream, size)
+    return MemoryPointer(memory.ctypes.data, device_id, memory)
+
+
+def _malloc(size):
+    """memory.pyx, _malloc: an allocation without the pool (``set_allocator(None)``)."""
+    nbytes = int(size)
+    try:
+        memory = np.full(nbytes, POISON, np.uint8)
+    except MemoryError:
+        raise OutOfMemoryError(nbytes, 0) from None
+    return _pointer(memory, _current_device(), get_current_stream(), nbytes)
+
+
+_global_allocator = [lambda size: get_default_memory_pool().malloc(size)]    # cupy/__init__.py's default
+_thread_allocator = threading.local()
+
+
+def set_allocator(allocator=None):
+    """memory.pyx, set_allocator: the allocator of every thread outside ``using_allocator``."""
+    if getattr(_thread_allocator, "allocator", None) is not None:
+        raise ValueError("Can't change the global allocator inside `using_allocator` context manager")
+    _global_allocator[0] = _malloc if allocator is None else allocator
+
+
+def get_allocator():
+    """memory.pyx, get_allocator: this thread's ``using_allocator`` one, else the global one."""
+    return getattr(_thread_allocator, "allocator", None) or _global_allocator[0]
+
+
+@contextlib.contextmanager
+def using_allocator(allocator=None):
+    """cupy/cuda/__init__.py, using_allocator: a thread-local allocator inside the block."""
+    previous = getattr(_thread_allocator, "allocator", None)
+    _thread_allocator.allocator = _malloc if allocator is None else allocator
+    try:
+        yield
+    finally:
+        _thread_allocator.allocator = previous
+
+
+def alloc(size):
+    """memory.pyx, alloc: calls the current allocator."""
+    return get_allocator()(size)
 
 
 def _allocate(shape, dtype, fill=POISON, order="C", strides=None):
@@ -517,14 +666,13 @@ def _allocate(shape, dtype, fill=POISON, order="C", strides=None):
             raise NotImplementedError(f"the CuPy stand-in cannot model an empty array of shape {shape}, which "
                                       f"CuPy accepts and NumPy cannot hold") from None
     device = _current_device()
-    stream = get_current_stream()
-    _pools[device].malloc(nbytes, stream)
-    try:
-        root = np.full(max(nbytes, 1), fill, np.uint8)
-    except MemoryError:
-        _pools[device].free(nbytes, stream.name)
-        raise OutOfMemoryError(nbytes, _pools[device].used_bytes(), _pools[device].get_limit()) from None
-    weakref.finalize(root, _pools[device].free, nbytes, stream.name)      # its arena: the allocating stream's
+    pointer = get_allocator()(nbytes)                    # core.pyx: memory.alloc(size)
+    root = getattr(pointer, "memory", None)
+    if not isinstance(root, np.ndarray) or root.size < nbytes or pointer.device_id != device:
+        raise NotImplementedError("the CuPy stand-in models allocators that return what a pool's "
+                                  "malloc or cupy.cuda.alloc returned on the current device")
+    if fill != POISON:
+        root.fill(fill)
     if strides is not None and count:
         data = np.lib.stride_tricks.as_strided(root[:nbytes].view(dtype), shape, strides)
     else:
@@ -535,12 +683,13 @@ def _allocate(shape, dtype, fill=POISON, order="C", strides=None):
 # -- the array ------------------------------------------------------------------------------------
 
 class MemoryPointer:
-    """cupy/cuda/memory.pyx: where an array's data is (``ptr``, ``device_id``)."""
+    """cupy/cuda/memory.pyx: where an array's data is (``ptr``, ``device_id``); one an
+    allocator returned holds its memory (``memory``, the host bytes standing for it)."""
 
-    __slots__ = ("ptr", "device_id")
+    __slots__ = ("ptr", "device_id", "memory")
 
-    def __init__(self, ptr, device_id):
-        self.ptr, self.device_id = ptr, device_id
+    def __init__(self, ptr, device_id, memory=None):
+        self.ptr, self.device_id, self.memory = ptr, device_id, memory
 
     def copy_from_device_async(self, src, size, stream=None):
         # memory.pyx: _enable_peer_access (none here: nothing to enable), then cudaMemcpyAsync
@@ -1431,10 +1580,12 @@ runtime = _module(
     streamLegacy=_STREAM_LEGACY, streamPerThread=_STREAM_PER_THREAD)
 driver = _module("cupy.cuda.driver", CUDADriverError=CUDADriverError)
 memory = _module("cupy.cuda.memory", OutOfMemoryError=OutOfMemoryError, MemoryPool=MemoryPool,
-                 MemoryPointer=MemoryPointer)
+                 MemoryPointer=MemoryPointer, alloc=alloc, set_allocator=set_allocator,
+                 get_allocator=get_allocator)
 cuda = _module("cupy.cuda", Device=Device, Stream=Stream, ExternalStream=ExternalStream, Event=Event,
                runtime=runtime, driver=driver, memory=memory, get_current_stream=get_current_stream,
-               MemoryPool=MemoryPool, is_available=lambda: True)
+               MemoryPool=MemoryPool, alloc=alloc, set_allocator=set_allocator, get_allocator=get_allocator,
+               using_allocator=using_allocator, is_available=lambda: True)
 
 
 def _cuda_getattr(name):

@@ -4,6 +4,7 @@ matters. The same bodies run against the real CuPy where a GPU is usable and aga
 the stand-in elsewhere, so a GPU run shows at once where the stand-in is wrong.
 """
 
+import dis
 import gc
 import os
 import sys
@@ -135,6 +136,125 @@ def test_external_streams_come_through_the_cuda_stream_protocol():
             cupy.cuda.Stream.from_external(_Foreign(answer))
     with pytest.raises(TypeError, match="CUDA stream protocol"):
         cupy.cuda.Stream.from_external(object())
+
+
+# The instructions after which CPython delivers a pending interrupt, besides a function's start
+# (a "call" trace event): a call's return and a loop's jump back.
+_DELIVERY_POINTS = {"CALL", "CALL_KW", "CALL_FUNCTION_EX", "PRECALL", "CALL_FUNCTION", "CALL_METHOD",
+                    "CALL_FUNCTION_KW", "JUMP_BACKWARD", "JUMP_ABSOLUTE"}
+
+
+def test_a_row_assignment_gives_an_interrupt_no_moment_after_the_row_changes():
+    # storage.write's fast path (slab[index] = value, then the flags, no call between) relies
+    # on it: an interrupt lands before the row changes or after the whole assignment.
+    # _routines_indexing.pyx, _scatter_op: the index goes through numpy.isscalar
+    # (_prepare_slice_list), then a row of the same layout is one device-to-device memcpy from
+    # Cython, with no Python code after it. Every instruction of Python code run inside the
+    # assignment is traced, with whether the row has changed yet.
+    slab = cupy.zeros((4, 3), F32)
+    row = cupy.asarray(np.arange(1, 4, dtype=F32))
+    names, events = {}, []
+
+    def opname(frame):
+        code = frame.f_code
+        if code not in names:
+            names[code] = {instruction.offset: instruction.opname for instruction in dis.get_instructions(code)}
+        return names[code].get(frame.f_lasti, "?")
+
+    def trace(frame, event, arg):
+        frame.f_trace_opcodes = True
+        if event in ("call", "opcode"):
+            what = "call" if event == "call" else opname(frame)
+            events.append((f"{frame.f_code.co_name}:{what}", bool(slab[2].get().any())))
+        return trace
+    sys.settrace(trace)
+    try:
+        slab[2] = row
+    finally:
+        sys.settrace(None)
+    assert slab[2].get().tolist() == [1, 2, 3]
+    first = next((at for at, (_, changed) in enumerate(events) if changed), len(events))
+    during = events[first - 1][0].partition(":")[2] if 0 < first < len(events) else None
+    after = [what for what, _ in events[first:] if what.partition(":")[2] in _DELIVERY_POINTS | {"call"}]
+    assert during not in _DELIVERY_POINTS and not after, (during, after, events[max(0, first - 3):])
+
+
+def test_get_current_stream_takes_a_c_int_device_id():
+    # stream.pyx, cpdef get_current_stream(int device_id=-1): Cython converts the argument to
+    # a C int first (None refused), -1 is the current device, and any other id indexes the
+    # thread's list of per-device streams as Python does (wraparound and bounds checked).
+    get = cupy.cuda.get_current_stream
+    count = cupy.cuda.runtime.getDeviceCount()
+    last = count - 1
+    with cupy.cuda.Device(last):
+        before = get()
+        made = cupy.cuda.Stream(non_blocking=True)
+        made.use()
+    try:
+        for bad in (None, "0", 1j):
+            with pytest.raises(TypeError, match="an integer is required"):
+                get(bad)
+        for big in (2**31, -2**31 - 1):
+            with pytest.raises(OverflowError):
+                get(big)
+        with cupy.cuda.Device(last):
+            assert get(-1) == get() == made
+        assert get(np.int64(last)) == get(last + 0.9) == made                 # __int__
+        with cupy.cuda.Device(0):
+            assert get(-count) == get(0)                # device 0's, by wraparound when count > 1
+        for outside in (count, -count - 1):
+            with pytest.raises(IndexError):
+                get(outside)
+    finally:
+        with cupy.cuda.Device(last):
+            before.use()
+
+
+def test_the_pool_keeps_freed_chunks_and_splits_them():
+    # memory.pyx, SingleDeviceMemoryPool: sizes round up to 512 bytes; a freed chunk stays in
+    # the pool (total_bytes) for the next allocation on its stream, which splits off the rest;
+    # free_all_blocks releases only chunks that are not split, and a split-off rest serves an
+    # allocation a limit at total_bytes() would refuse. A test that fills the pool to a limit
+    # therefore leaves room: a full device is an allocator that refuses (using_allocator).
+    gc.collect()
+    pool = cupy.get_default_memory_pool()
+    with cupy.cuda.Stream(non_blocking=True):                  # an arena of its own
+        pool.free_all_blocks()
+        used, total = pool.used_bytes(), pool.total_bytes()
+        first = cupy.empty(1000, np.uint8)
+        assert (pool.used_bytes() - used, pool.total_bytes() - total) == (1024, 1024)
+        del first
+        assert (pool.used_bytes() - used, pool.total_bytes() - total) == (0, 1024)
+        small = cupy.empty(100, np.uint8)                      # 512 of the 1024: a split
+        pool.free_all_blocks()
+        assert (pool.used_bytes() - used, pool.total_bytes() - total) == (512, 1024)
+        pool.set_limit(size=pool.total_bytes())
+        try:
+            rest = cupy.empty(100, np.uint8)                   # the split-off 512 bytes
+            with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+                cupy.empty(100, np.uint8)
+        finally:
+            pool.set_limit(size=0)
+        del small, rest                                        # merged again: one chunk, released
+        pool.free_all_blocks()
+        assert (pool.used_bytes() - used, pool.total_bytes() - total) == (0, 0)
+
+
+def test_an_allocator_serves_every_allocation_of_its_thread():
+    # cupy/cuda/__init__.py, using_allocator: a thread-local allocator, called with the size
+    # of every array's memory (memory.alloc); set_allocator inside it raises ValueError.
+    sizes, allocate = [], cupy.cuda.get_allocator()
+
+    def counting(size):
+        sizes.append(size)
+        return allocate(size)
+    with cupy.cuda.using_allocator(counting):
+        assert cupy.cuda.get_allocator() is counting
+        cupy.empty((3, 4), F32)
+        cupy.asarray(np.arange(5, dtype=np.int64))
+        with pytest.raises(ValueError, match="using_allocator"):
+            cupy.cuda.set_allocator(counting)
+    assert sizes == [48, 40] and cupy.cuda.get_allocator() is allocate
 
 
 def test_an_empty_array_numpy_cannot_hold_comes_back_with_an_error():

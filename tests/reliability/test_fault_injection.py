@@ -106,6 +106,27 @@ def _ragged_reads():
                     "concat": lambda: ro.TensorArrayConcatV3(handle=handle, flow_in=0.0, dtype=np.float32)}
 
 
+def _refused(size):
+    """An allocator (``cupy.cuda.using_allocator``) of a full device: CuPy's pool past its limit."""
+    import cupy
+    raise cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
+
+
+def _full_after(nbytes):
+    """An allocator of a device that holds one more allocation of ``nbytes`` (an op's result)
+    and nothing after it. Filling CuPy's pool up to a limit would not do: the free pieces of
+    its split blocks outlive ``free_all_blocks`` and serve small allocations."""
+    import cupy
+    allocate, made = cupy.cuda.get_allocator(), [False]
+
+    def allocator(size):
+        if made[0]:
+            _refused(size)
+        made[0] = size == nbytes
+        return allocate(size)
+    return allocator
+
+
 @pytest.mark.parametrize("op", ["gather", "concat"])
 def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
     """A read's result is made before its slots are marked read: CuPy's concatenate of more
@@ -117,17 +138,11 @@ def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
     import cupy
     handle, reads = _ragged_reads()
     before = snapshot(handle)
-    gc.collect()                            # the snapshot's device copies: back to the pool
-    pool = cupy.get_default_memory_pool()
-    pool.free_all_blocks()
-    result_bytes = 10 * 512 if op == "gather" else 12 * 512
-    pool.set_limit(size=pool.total_bytes() + result_bytes)    # the result fits; CuPy's table does not
-    try:
+    result_bytes = 4 * (10 * 128 if op == "gather" else 10 * 128 + 256)
+    with cupy.cuda.using_allocator(_full_after(result_bytes)):          # the result fits; CuPy's table does not
         with pytest.raises(errors.ResourceExhaustedError, match=handle.name) as raised:
             reads[op]()
-        assert "OOM when" in str(raised.value) and "host memory" not in str(raised.value), raised.value
-    finally:
-        pool.set_limit(size=0)
+    assert "OOM when" in str(raised.value) and "host memory" not in str(raised.value), raised.value
     assert snapshot(handle) == before
     value = host(reads[op]()[0] if op == "concat" else reads[op]())
     rows = [np.full(256 if index == 10 else 128, index, np.float32) for index in range(11 if op == "concat" else 10)]
@@ -135,16 +150,15 @@ def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
 
 
 def _no_memory_left(backend, monkeypatch):
-    """From now on every allocation fails: the door's, and on the cupy backend the device
-    pool's own (CuPy's uploads of index arrays and scalars do not go through the door)."""
+    """From now on every allocation fails: the door's, and on the cupy backend the device's
+    own (CuPy's uploads of index arrays and scalars do not go through the door). The caller
+    puts CuPy's allocator back (``cupy.cuda.set_allocator``)."""
     def refused(make, nbytes, what, host=False):
         raise errors.ResourceExhaustedError("injected: no memory left")
     monkeypatch.setattr(backend, "allocate", refused)
     if backend.name == "cupy":
         import cupy
-        pool = cupy.get_default_memory_pool()
-        pool.free_all_blocks()
-        pool.set_limit(size=pool.total_bytes())
+        cupy.cuda.set_allocator(_refused)
 
 
 def test_an_interrupted_write_is_undone_with_no_memory_left(backend, monkeypatch):
@@ -168,13 +182,13 @@ def test_an_interrupted_write_is_undone_with_no_memory_left(backend, monkeypatch
             return put_then_interrupt
 
         patch.setattr(backend, "prepare_put_rows", interrupted)
+        allocator = sys.modules["cupy"].cuda.get_allocator() if backend.name == "cupy" else None
         try:
             with pytest.raises(KeyboardInterrupt, match="injected"):
                 scatter(handle, slots, f32(np.full((4, 4), 3)))
         finally:
-            if backend.name == "cupy":
-                import cupy
-                cupy.get_default_memory_pool().set_limit(size=0)
+            if allocator is not None:
+                sys.modules["cupy"].cuda.set_allocator(allocator)
     assert snapshot(handle) == before
     for slot in slots:                                   # unwritten slots of a known shape read as zeros
         assert host(read(handle, slot)).tolist() == [0, 0, 0, 0], slot
@@ -247,26 +261,21 @@ def test_a_gradients_join_that_finds_no_device_memory_undoes_its_soft_zeros(back
     import cupy
     _, g = _soft_gradient("ragged")
     before, layout_before = public_snapshot(g), _layout_state(g)
-    pool = cupy.get_default_memory_pool()
     real = backend.prepare_concatenate
 
     def full_when_joining(shapes, dtype):
         join = real(shapes, dtype)
 
         def joined(arrays):
-            pool.free_all_blocks()
-            pool.set_limit(size=pool.total_bytes())         # the op allocated all it asked for: no room for the table
-            return join(arrays)
+            with cupy.cuda.using_allocator(_refused):       # the op allocated all it asked for: no room for the table
+                return join(arrays)
         return joined
 
     with monkeypatch.context() as patch:
         patch.setattr(backend, "prepare_concatenate", full_when_joining)
-        try:
-            with pytest.raises(errors.ResourceExhaustedError, match=g.name) as raised:
-                gather(g, list(range(0, 20, 2)))
-            assert "OOM when joining 10 pieces" in str(raised.value), raised.value
-        finally:
-            pool.set_limit(size=0)
+        with pytest.raises(errors.ResourceExhaustedError, match=g.name) as raised:
+            gather(g, list(range(0, 20, 2)))
+        assert "OOM when joining 10 pieces" in str(raised.value), raised.value
     assert public_snapshot(g) == before
     assert _layout_state(g) == layout_before
     assert not host(gather(g, list(range(0, 20, 2)))).any()
