@@ -71,7 +71,7 @@ class ArrayState:
     rules use (no superseded-read check: its writes accumulate by design)."""
 
     __slots__ = ("array", "flow", "pending", "kinds", "wheres", "versions", "count", "written_by", "internal",
-                 "__weakref__")
+                 "handed", "__weakref__")
 
     def __init__(self, root, path, library_flow, flow, internal=False):
         # What the nodes keep (never the state: its flow holds the nodes, a cycle gc cannot see).
@@ -86,6 +86,8 @@ class ArrayState:
         self.versions = []         # their torch version counters when written (in-place changes since)
         self.count = 0             # tracked writes so far
         self.written_by = {}       # slot -> ``count`` just after the tracked write that wrote it
+        # The flow last handed out under no_grad past pending writes, and its TensorArray's count.
+        self.handed = None
 
 
 def check_current(ta, state, n, slots, method):

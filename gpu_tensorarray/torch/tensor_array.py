@@ -76,6 +76,9 @@ class TensorArray:
                 # Where that flow was made: before the writes still pending (none, after ta.flow).
                 self._state, self._n = state, state.count - len(state.pending)
                 return
+            if state is not None and state.handed is not None and flow is state.handed[0]():
+                self._state, self._n = state, state.handed[1]
+                return
         # At another flow (one a later write passed, or none of a torch TensorArray's): a chain of
         # its own, as TF1 reads from that flow; its reads are not checked against the array's writes.
         self._state = ArrayState(self._ta.handle, "", self._ta.flow,
@@ -111,7 +114,15 @@ class TensorArray:
     @property
     def flow(self):
         """A torch float32 scalar: carries the ordering of gradient ops, not a value."""
-        return materialize(self._state, self._ta, self._backend)
+        state = self._state
+        flow = materialize(state, self._ta, self._backend)
+        if state.pending:
+            # Under no_grad the tracked writes stay pending and the state's flow is the one
+            # before them: this TensorArray's place after them gets a flow of its own, which
+            # TensorArray(handle=..., flow=...) recognises.
+            flow = flow.detach()
+            state.handed = (weakref.ref(flow), self._n)
+        return flow
 
     @property
     def dtype(self):

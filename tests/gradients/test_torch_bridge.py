@@ -814,6 +814,29 @@ def test_a_handle_wrapped_at_an_older_flow_reads_what_was_written_before_it(back
     assert_same_gradients(lambda *v: program(*v, True), lambda *v: program(*v, False), [a, b])
 
 
+def test_a_handle_wrapped_under_no_grad_continues_after_the_pending_writes(backend):
+    """Under torch.no_grad a flow asked for leaves the tracked writes pending (no node is made):
+    a wrapper at that flow sits after them, as ta does. Its reads of what they wrote have the list
+    model's gradients; a wrapper at a flow asked for before them still raises for their slots."""
+    a, b = leaves((3,), (3,))
+
+    def program(a, b, use_array):
+        if not use_array:
+            return (a * 2).sin().sum() + (b * 3).cos().sum()
+        ta = TensorArray(F64, size=2, clear_after_read=False)
+        before = ta.flow
+        ta = ta.write(0, a * 2).write(1, b * 3)
+        with torch.no_grad():
+            handle, flow = ta.handle, ta.flow
+            wrapped = TensorArray(F64, handle=handle, flow=flow)
+            older = TensorArray(F64, handle=handle, flow=before)
+        with pytest.raises(InvalidArgumentError, match="slot 1"):
+            older.read(1)
+        return wrapped.read(0).sin().sum() + wrapped.read(1).cos().sum()
+
+    assert_same_gradients(lambda *v: program(*v, True), lambda *v: program(*v, False), [a, b])
+
+
 def test_device_argument(backend):
     ta = TensorArray(torch.float32, size=1, device="cpu")
     assert gta.registry.lookup(ta.handle).backend.name == "numpy" and ta.device == torch.device("cpu")
