@@ -6,8 +6,8 @@ runs the project's ``[cupy]`` tests here. Where a GPU is usable the real CuPy st
 
 What it is: device arrays over NumPy memory with CuPy's semantics where they differ
 from NumPy's, RawModule/RawKernel launches that run the kernels' CPU build (the
-emulated backend's, through ``cpu_kernel``) under CuPy's launch rules, a memory pool
-with a limit, two devices with a current device per thread, streams and events that
+emulated backend's, through ``cpu_kernel``) under CuPy's launch rules, CuPy's memory
+pool (cached, split and merged chunks per stream, a limit) and allocator hooks, two devices with a current device per thread, streams and events that
 record their ordering, and counters: kernel launches, device-to-host synchronisations,
 allocations. Each modelled behaviour names the CuPy 14.2 source it follows (paths in
 the cupy/cupy repository). Anything CuPy would refuse, the stand-in refuses too: it is
@@ -553,10 +553,11 @@ class MemoryPool:
             if self._total + nbytes <= limit and self._total + nbytes <= DEVICE_MEMORY:
                 try:
                     root = np.empty(nbytes, np.uint8)
-                except MemoryError:
-                    break
-                self._total += nbytes
-                return root
+                except MemoryError:         # cudaMalloc's errorMemoryAllocation: the same retries
+                    pass
+                else:
+                    self._total += nbytes
+                    return root
             if attempt == 1:
                 gc.collect()
             self._commit_pending()
