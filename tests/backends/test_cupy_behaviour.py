@@ -167,11 +167,12 @@ def test_a_row_assignment_gives_an_interrupt_no_moment_after_the_row_changes():
             what = "call" if event == "call" else opname(frame)
             events.append((f"{frame.f_code.co_name}:{what}", bool(slab[2].get().any())))
         return trace
+    previous = sys.gettrace()                  # coverage's tracer, under CI: put back after
     sys.settrace(trace)
     try:
         slab[2] = row
     finally:
-        sys.settrace(None)
+        sys.settrace(previous)
     assert slab[2].get().tolist() == [1, 2, 3]
     first = next((at for at, (_, changed) in enumerate(events) if changed), len(events))
     during = events[first - 1][0].partition(":")[2] if 0 < first < len(events) else None
