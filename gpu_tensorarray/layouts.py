@@ -324,23 +324,30 @@ class UniformLayout(Layout):
         self.slab[index] = value
 
     def undo_point(self, slots, rows):
-        row_shape = self.row_shape
+        row_shape, slab, view, capacity = self.row_shape, self.slab, self.view, self.capacity
+
+        def restore_slab():
+            # A slab grown since goes (the rows as they were are in the one it replaced): a
+            # failed op leaves no grown memory behind.
+            if self.slab is not slab:
+                self.hold(self.slab)
+                self.slab, self.view, self.capacity = slab, view, capacity
+            self.row_shape = row_shape
         if rows == "keep":
             indices = index_vector(_listed(slots))
             kept = self.backend.prepare_take_rows(indices, row_shape, self.dtype)(self.slab)
             put = self.backend.prepare_put_rows(indices, kept, self.dtype)
 
             def undo():
+                restore_slab()
                 put(self.slab)
-                self.row_shape = row_shape
         elif rows == "zeros":
             def undo():
+                restore_slab()
                 if self.slab is not None:
-                    _zero_rows(self.slab, slots)
-                self.row_shape = row_shape
+                    _zero_rows(self.slab, slots)      # slices: rows past the slab's end are none
         else:
-            def undo():
-                self.row_shape = row_shape
+            undo = restore_slab
         return undo
 
     def prepare_store_rows(self, indices, rows):
@@ -471,7 +478,7 @@ class RaggedLayout(_PerSlotLayout):
             self.flat, self.readable = flat, self.backend.readonly(flat)   # its read-only root, once
 
     def _undo_values(self, slots, rows):
-        end = self.end
+        end, flat, readable = self.end, self.flat, self.readable
         offsets = {index: self.offsets.get(index) for index in slots}
         kept = []
         if rows == "keep":          # adds change values in place: copies of them
@@ -481,7 +488,11 @@ class RaggedLayout(_PerSlotLayout):
                     kept.append((start, count, self.backend.copy(self.flat[start:start + count])))
 
         def undo():
-            # What lies past ``end`` is no slot's: appends overwrite it.
+            # What lies past ``end`` is no slot's: appends overwrite it. A buffer grown since
+            # goes: the one it replaced holds every value up to ``end``.
+            if self.flat is not flat:
+                self.hold(self.flat)
+                self.flat, self.readable = flat, readable
             self.end = end
             for index, start in offsets.items():
                 if start is None:

@@ -209,10 +209,11 @@ def _soft_gradient(layout):
 
 def _layout_state(handle):
     """What a read's undo puts back besides the slots' flags: a uniform layout's row shape, a
-    ragged one's end, offsets and shapes (its buffer may stay grown: reserve keeps every slot)."""
+    ragged one's end, offsets and shapes, and the bytes either holds (a buffer grown for the
+    soft zeros goes)."""
     layout = registry.lookup(handle)._layout
     return (type(layout).__name__, getattr(layout, "row_shape", None), getattr(layout, "end", None),
-            dict(getattr(layout, "offsets", {})), dict(getattr(layout, "shapes", {})))
+            dict(getattr(layout, "offsets", {})), dict(getattr(layout, "shapes", {})), layout.nbytes)
 
 
 @pytest.mark.parametrize("layout", ["uniform", "ragged", "unwritten"])
