@@ -7,7 +7,8 @@ runs the project's ``[cupy]`` tests here. Where a GPU is usable the real CuPy st
 What it is: device arrays over NumPy memory with CuPy's semantics where they differ
 from NumPy's, RawModule/RawKernel launches that run the kernels' CPU build (the
 emulated backend's, through ``cpu_kernel``) under CuPy's launch rules, CuPy's memory
-pool (cached, split and merged chunks per stream, a limit) and allocator hooks, two devices with a current device per thread, streams and events that
+pool (cached, split and merged chunks per stream, a limit) and allocator hooks, two
+devices with a current device per thread, streams and events that
 record their ordering, and counters: kernel launches, device-to-host synchronisations,
 allocations. Each modelled behaviour names the CuPy 14.2 source it follows (paths in
 the cupy/cupy repository). Anything CuPy would refuse, the stand-in refuses too: it is
@@ -502,16 +503,15 @@ class MemoryPool:
     def total_bytes(self):
         return self._total
 
-    def free_bytes(self):
-        return self._total - self._used
-
     def free_all_blocks(self, stream=None):
         with self._lock:
-            self._commit_pending()
-            self._release_unsplit(list(self._arenas) if stream is None else [stream.name])
+            self._release_unsplit(None if stream is None else stream.name)
 
-    def _release_unsplit(self, names):
-        for name in names:
+    def _release_unsplit(self, name=None):
+        """_Arena.free_all, the lock held: the free chunks that are not split go (of one
+        stream's arena, or of all where ``name`` is None)."""
+        self._commit_pending()
+        for name in list(self._arenas) if name is None else [name]:
             free = self._arenas.get(name, [])
             kept = [chunk for chunk in free if chunk.prev is not None or chunk.next is not None]
             self._total -= sum(chunk.size for chunk in free) - sum(chunk.size for chunk in kept)
@@ -560,8 +560,7 @@ class MemoryPool:
                     return root
             if attempt == 1:
                 gc.collect()
-            self._commit_pending()
-            self._release_unsplit(list(self._arenas))
+            self._release_unsplit()
         raise OutOfMemoryError(nbytes, self._total, self._limit)
 
     def _free(self, chunk, size):

@@ -240,9 +240,15 @@ def test_a_strided_value_from_a_full_device_fails_as_resource_exhausted(standin)
     flow = ro.TensorArrayWriteV3(handle, 1, np.ones(4, F32), flow)
     with cupy.cuda.Device(1):
         value = cupy.arange(8, dtype=F32)[::2]
-        pool = cupy.get_default_memory_pool()
-        pool.set_limit(size=pool.used_bytes())      # nothing more on device 1
-    with pytest.raises(gta.errors.ResourceExhaustedError, match="cuda:1"):
+    allocate = cupy.cuda.get_allocator()
+
+    def device_1_full(size):
+        # A pool limit would not do: the pool's cached chunks serve allocations under it.
+        if cupy.cuda.runtime.getDevice() == 1:
+            raise cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
+        return allocate(size)
+    with cupy.cuda.using_allocator(device_1_full), \
+            pytest.raises(gta.errors.ResourceExhaustedError, match="cuda:1"):
         ro.TensorArrayWriteV3(handle, 0, value, flow)
     assert gta.to_numpy(ro.TensorArrayReadV3(handle, 1, flow, F32)).tolist() == [1, 1, 1, 1]
 
