@@ -39,6 +39,7 @@ from torch.autograd import Function
 from .. import raw_ops
 from ..registry import registry
 from ..errors import InvalidArgumentError, OpError, UnimplementedError, described, shown
+from ..host import host_ints
 from ..shapes import except_first
 from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
 from .tf2 import is_storage
@@ -335,7 +336,7 @@ class _Reader(Function):
     @staticmethod
     def forward(ctx, flow, state, ta, backend, kind, where):
         value, where = read_value(ta, backend, kind, where)
-        ctx.array, ctx.ta, ctx.backend, ctx.kind, ctx.where = state.array, ta, backend, kind, where
+        ctx.array, ctx.ta, ctx.backend, ctx.kind, ctx.where = state.array, ta, backend, kind, owned(kind, where)
         return value
 
     @staticmethod
@@ -479,6 +480,17 @@ def _changed_after_write(ta, state, position):
 def tracked(state):
     """Whether a read of the state's array is a node: gradients flow and reach it."""
     return (state.pending or state.flow.requires_grad) and torch.is_grad_enabled()
+
+
+def owned(kind, where):
+    """What a read's backward needs, as the node's own: the caller's list, array or tensor
+    of indices may change after the op (a loop counter advanced in place), and the gradient
+    must go to the slots the op read. The op took them: they are valid integers."""
+    if kind == READ:
+        return int(where)
+    if kind == GATHER and type(where) is not range:
+        return np.array(host_ints(where, "indices"), np.int64)
+    return where                                # a stack's range, a concat's fresh lengths
 
 
 def read_value(ta, backend, kind, where):

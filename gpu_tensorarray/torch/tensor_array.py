@@ -13,6 +13,7 @@ import torch
 from .. import device as _device
 from .. import get_backend as _get_backend
 from .. import modes, raw_ops
+from ..host import host_ints
 from ..registry import registry
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
@@ -308,12 +309,13 @@ def _host_array(value, backend, handle):
 
 
 def _indices_and_slots(indices):
-    where = np.asarray(indices, np.int64).reshape(-1)
+    # A copy (np.array): the caller's indices may change after the op, its gradient may not.
+    where = np.array(host_ints(indices, "indices"), np.int64).reshape(-1)
     return where, where.tolist()
 
 
 def _lengths_and_slots(lengths):
-    where = np.asarray(lengths, np.int64).reshape(-1)
+    where = np.array(host_ints(lengths, "lengths"), np.int64).reshape(-1)
     return where, range(len(where))
 
 

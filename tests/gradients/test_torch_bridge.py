@@ -649,6 +649,65 @@ def test_inplace_on_written_tensors_never_changes_the_array(backend):
     assert torch.equal(ta.stack(), kept) and torch.equal(scattered.stack(), kept)
 
 
+def _indices(kind, values):
+    """``values`` as a caller passes them: a list, an int64 array, or a torch tensor (0-d for one index)."""
+    if kind == "list":
+        return list(values)
+    if kind == "numpy":
+        return np.array(values, np.int64)
+    return torch.tensor(values, device=torch_device())
+
+
+def _overwrite(indices, value):
+    """What a caller's loop may do to its indices after the op: change them in place."""
+    if isinstance(indices, list) or indices.ndim:
+        indices[0] = value
+    else:
+        indices[...] = value            # a 0-d index (a loop counter), in place
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("kind", ["list", "numpy", "torch"])
+@pytest.mark.parametrize("op", ["read", "gather", "scatter", "split"])
+def test_indices_changed_after_the_op_do_not_move_its_gradient(backend, mode, kind, op):
+    w = weights(3, 2)
+
+    def ours(x):
+        if op == "read":
+            ta = TensorArray(F64, size=3, mode=mode).unstack(x)
+            index = _indices(kind, [0]) if kind == "list" else _indices(kind, 0)
+            value = ta.read(index[0] if kind == "list" else index)
+            _overwrite(index, 2)
+            return nonlinear(value, w[0])
+        if op == "gather":
+            ta = TensorArray(F64, size=3, mode=mode).unstack(x)
+            indices = _indices(kind, [0, 1])
+            value = ta.gather(indices)
+            _overwrite(indices, 2)
+            return nonlinear(value, w[:2])
+        if op == "scatter":
+            indices = _indices(kind, [0, 1, 2])
+            ta = TensorArray(F64, size=3, mode=mode).scatter(indices, x)
+            _overwrite(indices, 2)
+            return nonlinear(ta.stack(), w)
+        lengths = _indices(kind, [1, 2])
+        ta = TensorArray(F64, size=2, mode=mode, infer_shape=False).split(x.reshape(-1), lengths)
+        _overwrite(lengths, 3)
+        return nonlinear(ta.concat(), w.reshape(-1)[:3])
+
+    def reference(x):
+        if op == "read":
+            return nonlinear(x[0], w[0])
+        if op == "gather":
+            return nonlinear(x[:2], w[:2])
+        if op == "scatter":
+            return nonlinear(x, w)
+        return nonlinear(x.reshape(-1), w.reshape(-1)[:3])
+
+    shape = (3, 1) if op == "split" else (3, 2)
+    assert_same_gradients(ours, reference, leaves(shape))
+
+
 @pytest.mark.parametrize("mode", ["tf1", "tf2"])
 def test_a_parameter_written_as_it_is_gets_its_gradient(backend, mode):
     """An nn.Parameter (a torch.Tensor subclass) written or unstacked as it is: a learned initial state."""
