@@ -47,7 +47,7 @@ from .tf2 import is_storage
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
            "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
 
-#: The flow of an array no tracked write has reached: shared, never written to.
+#: The flow of an array no tracked write has reached: shared, never handed out (``flow`` gives a copy).
 ZERO_FLOW = torch.zeros((), dtype=torch.float32)
 
 WRITE, SCATTER, SPLIT = 0, 1, 2          # a tracked write's kind
@@ -309,7 +309,7 @@ class _WriteRun(Function):
     def forward(ctx, flow, state, ta, backend, writes, *values):
         ctx.set_materialize_grads(False)
         ctx.array, ctx.ta, ctx.backend, ctx.writes, ctx.internal = state.array, ta, backend, writes, state.internal
-        return torch.empty((), dtype=torch.float32)
+        return torch.zeros((), dtype=torch.float32)      # a value nothing reads, but anomaly mode checks it
 
     @staticmethod
     @_failing(_run_op)
@@ -324,10 +324,10 @@ class _WriteRun(Function):
             return none + (None,) * len(values)
         if ctx.internal:
             rows = backward_pass.rows.setdefault(ctx.array[:2], {})
-            return none + _accumulated_grads(gradient, zip(kinds, wheres, values), rows)
+            return none + _accumulated_grads(gradient, zip(kinds, wheres, values), rows, flow_grad)
         # On a CPU backend without CUDA every value was a CPU tensor.
         same_device = ctx.backend.name != "cupy" and not torch_has_cuda()
-        return none + _value_grads(gradient, kinds, wheres, values, same_device)
+        return none + _value_grads(gradient, kinds, wheres, values, same_device, flow_grad)
 
 
 class _Reader(Function):
@@ -371,7 +371,7 @@ def _concat_grad(gradient, grad, lengths):
     return gradient
 
 
-def _value_grads(gradient, kinds, wheres, values, same_device):
+def _value_grads(gradient, kinds, wheres, values, same_device, flow_grad):
     """The gradient of each write's value (the run's writes as three parallel lists): the
     gradient array's rows at its slots (write_grad: read; scatter_grad: gather; split_grad:
     concat of the whole array), one gather for a run of writes and scatters of one element
@@ -396,7 +396,7 @@ def _value_grads(gradient, kinds, wheres, values, same_device):
         if kind == WRITE:
             grads.append(_on(gradient.read(where), value))
         elif value.shape[0] == 0 or (kind == SPLIT and len(where) == 0):
-            grads.append(torch.zeros_like(value))   # nothing written: asking the array for nothing may fail
+            grads.append(_zeros(value, flow_grad))  # nothing written: asking the array for nothing may fail
         elif kind == SCATTER:
             grads.append(_on(gradient.gather(where), value))
         else:
@@ -404,7 +404,7 @@ def _value_grads(gradient, kinds, wheres, values, same_device):
     return tuple(grads)
 
 
-def _accumulated_grads(gradient, writes, rows):
+def _accumulated_grads(gradient, writes, rows, flow_grad):
     """The gradients of writes into a gradient array, whose writes to one slot add up:
     each addend's gradient is the slot's whole gradient. Several runs (and a scatter with
     repeated indices) ask for one slot: it is read once per pass and kept in ``rows``
@@ -423,8 +423,18 @@ def _accumulated_grads(gradient, writes, rows):
             grad = torch.stack([row(slot) for slot in where.tolist()]) if len(where) else None
         else:
             grad = torch.cat([row(slot) for slot in range(len(where))]) if len(where) else None
-        grads.append(torch.zeros_like(value) if grad is None else _on(grad, value))
+        grads.append(_zeros(value, flow_grad) if grad is None else _on(grad, value))
     return tuple(grads)
+
+
+def _zeros(value, flow_grad):
+    """The gradient of an empty piece (nothing written, nothing to read back). With
+    create_graph=True it joins the pass's graph through the flow's gradient, as a list
+    model's zeros join it through their slice: a further order differentiates it to zeros
+    rather than finding a constant that requires no grad."""
+    if flow_grad is None or not flow_grad.requires_grad:
+        return torch.zeros_like(value)
+    return (flow_grad * 0).to(device=value.device, dtype=value.dtype).expand(value.shape).clone()
 
 
 def _on(grad, value):

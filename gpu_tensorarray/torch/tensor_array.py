@@ -117,6 +117,9 @@ class TensorArray:
         """A torch float32 scalar: carries the ordering of gradient ops, not a value."""
         state = self._state
         flow = materialize(state, self._ta, self._backend)
+        if flow is ZERO_FLOW:
+            # The array's own from now on: a caller's in-place change must not reach other arrays.
+            flow = state.flow = torch.zeros((), dtype=torch.float32)
         if state.pending:
             # Under no_grad the tracked writes stay pending and the state's flow is the one
             # before them: this TensorArray's place after them gets a flow of its own, which

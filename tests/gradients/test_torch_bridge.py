@@ -649,6 +649,17 @@ def test_inplace_on_written_tensors_never_changes_the_array(backend):
     assert torch.equal(ta.stack(), kept) and torch.equal(scattered.stack(), kept)
 
 
+def test_a_flow_changed_in_place_changes_no_other_array(backend):
+    x = torch.ones(2, dtype=F64, device=torch_device())
+    flow = TensorArray(F64, size=1).write(0, x).flow
+    flow.add_(3)
+    flow.requires_grad_()
+    other = TensorArray(F64, size=1).write(0, x)
+    assert float(other.flow) == 0.0
+    value = other.read(0)
+    assert not value.requires_grad and value.grad_fn is None
+
+
 def _indices(kind, values):
     """``values`` as a caller passes them: a list, an int64 array, or a torch tensor (0-d for one index)."""
     if kind == "list":

@@ -275,3 +275,40 @@ def test_create_graph_passes_close_their_arrays(backend):
         hvp(_split, p.detach().reshape(6, 1).requires_grad_(), torch.ones(6, 1, dtype=F64, device=torch_device()))
     assert open_passes() == 0
     assert not opened_since(before)
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_a_gradient_penalty_passes_anomaly_mode(backend, name):
+    """Flows carry no value, but anomaly mode checks every gradient a node returns, flows
+    included: none may be uninitialised memory, which deterministic mode fills with NaN."""
+    ours, reference, shape = PROGRAMS[name]
+    p = _leaf(shape)
+    deterministic = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with torch.autograd.detect_anomaly(check_nan=True):
+            assert_close(penalty_grad(ours, p), penalty_grad(reference, p))
+    finally:
+        torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+    assert open_passes() == 0
+
+
+@pytest.mark.parametrize("op", ["split", "unstack"])
+def test_an_empty_piece_differentiates_to_zeros_at_second_order(backend, op):
+    """A value the array holds nothing of (an empty split piece, an unstack of no rows) gets zeros,
+    which a further order differentiates, as it does the list model's: never torch's "does not
+    require grad"."""
+    def run(use_array):
+        p = _leaf((3,))
+        v = (p * 2)[:0]
+        if op == "split":
+            r = TensorArray(F64, size=1, infer_shape=False).split(v, [0]).read(0) if use_array else v.split([0])[0]
+        else:
+            r = TensorArray(F64, size=0, element_shape=[3]).unstack(v.reshape(0, 3)).stack() if use_array \
+                else v.reshape(0, 3)
+        g, = torch.autograd.grad((r ** 3).sum(), p, create_graph=True)
+        return torch.autograd.grad(g.sum(), p)[0]
+
+    assert_close(run(True), run(False))
+    assert open_passes() == 0
