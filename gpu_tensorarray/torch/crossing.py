@@ -47,14 +47,14 @@ def _supported_torch_names():
 
 
 def as_dtype(spec, owner=None):
-    """The library (NumPy) dtype for a torch dtype, or for anything gpu_tensorarray accepts."""
-    if isinstance(spec, torch.dtype):
-        dtype = _TO_LIBRARY.get(spec)
-        if dtype is None:
-            raise InvalidArgumentError(f"Unsupported dtype {spec}; supported torch dtypes: "
-                                       f"{_supported_torch_names()}{about(owner)}")
-        return dtype
-    return dtypes.as_dtype(spec, owner)
+    """The library (NumPy) dtype for a torch dtype, or for any other spelling gpu_tensorarray
+    accepts of a dtype torch has too (not strings, nor the library's bfloat16: torch's
+    bfloat16 has no NumPy counterpart to share memory with)."""
+    dtype = _TO_LIBRARY.get(spec) if isinstance(spec, torch.dtype) else dtypes.as_dtype(spec, owner)
+    if dtype not in _TO_TORCH:
+        raise InvalidArgumentError(f"Unsupported dtype {spec}; supported torch dtypes: "
+                                   f"{_supported_torch_names()}{about(owner)}")
+    return dtype
 
 
 def torch_dtype(dtype):

@@ -807,8 +807,11 @@ def test_every_torch_dtype_round_trips(backend, dtype):
 def test_dtype_spellings_and_errors(backend):
     assert TensorArray("float32", size=1).dtype is torch.float32
     assert TensorArray(np.float16, size=1).dtype is torch.float16
-    with pytest.raises(InvalidArgumentError, match="bfloat16"):
-        TensorArray(torch.bfloat16, size=1)
+    for mode in ("tf1", "tf2"):
+        # Spellings the library takes of dtypes torch has no NumPy counterpart of, refused at once.
+        for spelling in (torch.bfloat16, "bfloat16", "string", np.object_):
+            with pytest.raises(InvalidArgumentError, match=f"Unsupported dtype .*{spelling}"):
+                TensorArray(spelling, size=1, mode=mode)
     ta = TensorArray(torch.float64, size=1)
     with pytest.raises(InvalidArgumentError, match="bfloat16"):
         ta.write(0, torch.ones(2, dtype=torch.bfloat16))
