@@ -272,6 +272,15 @@ def object_value_problem(host_array, value):
     return f"Cannot convert value {shown(value)} to a tensor: {why}"
 
 
+def attribute_of(value, name):
+    """``getattr(value, name, None)`` for a caller's value, None too where asking raises (a
+    property or ``__getattr__`` of theirs): the conversion that follows reports the value."""
+    try:
+        return getattr(value, name, None)
+    except Exception:
+        return None
+
+
 def python_value_as(value, dtype, owner=None):
     """A Python scalar or (nested) list as a NumPy array of ``dtype``, refusing what
     TensorFlow's convert_to_tensor(value, dtype) refuses: strings, None, floats into

@@ -8,7 +8,7 @@ not name the array, as a suffix " (TensorArray <name>)".
 """
 
 from .dtypes import tf_name
-from .errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about
+from .errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about, described
 from .host import INT32_MAX, shape_text
 from .shapes import format_shape
 
@@ -240,6 +240,12 @@ def list_inconsistent_shapes(method, shape, element_shape):
 def list_incompatible_item(method, shape, list_shape):
     return tf2_error(f"Tried to set a tensor with incompatible shape at a list index. Item element shape: "
                      f"{format_shape(shape)} list shape: {format_shape(list_shape)}", method)
+
+
+def list_out_of_memory(method, length, error):
+    """A list's table of ``length`` slots (a huge size or index of a dynamic list) found no host memory."""
+    return tf2_error(f"OOM when allocating a list of {length} elements: host memory ran out ({described(error)})",
+                     method, ResourceExhaustedError)
 
 
 def list_modify_bounds(method, index, length):

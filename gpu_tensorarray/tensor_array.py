@@ -88,7 +88,7 @@ class TensorArray:
         # the backend active at its creation, and there is no graph to name. ``mode``
         # was used by __new__ ("tf1" here).
         self._dtype = dtypes.as_dtype(dtype)
-        self._infer_shape = _truth(infer_shape, "infer_shape")
+        self._infer_shape = truth(infer_shape, "infer_shape")
         if handle is not None:
             _check_wrapping(handle, flow, size, tensor_array_name, element_shape, dynamic_size, clear_after_read)
             array = registry.lookup(handle)
@@ -319,7 +319,7 @@ def _explained(error: InvalidArgumentError, ta: TensorArray, method: str) -> Inv
 def _check_wrapping(handle: Any, flow: Any, size: Any, tensor_array_name: Any, element_shape: Any,
                     dynamic_size: Any, clear_after_read: Any) -> None:
     """_GraphTensorArray's argument rules when wrapping an existing handle."""
-    if _truth(tensor_array_name, "tensor_array_name"):
+    if truth(tensor_array_name, "tensor_array_name"):
         raise InvalidArgumentError("Cannot construct with both handle and tensor_array_name")
     if not isinstance(handle, Handle):
         raise InvalidArgumentError(f"Handle must be a TensorArray handle, got {type(handle).__name__}")
@@ -331,7 +331,7 @@ def _check_wrapping(handle: Any, flow: Any, size: Any, tensor_array_name: Any, e
         raise InvalidArgumentError("flow must not be None if handle is not None.")
 
 
-def _truth(value: Any, what: str) -> bool:
+def truth(value: Any, what: str) -> bool:
     """``bool(value)``, as TensorFlow tests these arguments; a truth value that raises
     is the argument's error, not the caller's exception."""
     try:

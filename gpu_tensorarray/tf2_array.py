@@ -20,22 +20,22 @@ view, as in the V3 class.
 
 from __future__ import annotations
 
-from typing import Any
 
 import numpy as np
 
 from . import dtypes, messages, modes, raw_ops, tf2_lists
 from .errors import InvalidArgumentError, UnimplementedError
-from .host import host_ints, scalar_int
+from .host import INT32_MAX, host_ints, scalar_int
 from .registry import registry
 from .shapes import as_partial_shape, merge
 from .strings import as_strings, empty_strings
 from .registry import Handle
-from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
+from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike, truth
 
 __all__ = ["TF2TensorArray"]
 
 _new = object.__new__
+_INT32_MIN = -INT32_MAX - 1
 _UNSET = -1
 
 
@@ -53,26 +53,36 @@ class _Contents:
         self.odd_shapes = False                 # some value's shape differs from the element shape
         self.fresh_storage(dtype, length)
 
-    def fresh_storage(self, dtype, length):
+    def fresh_storage(self, dtype, length, method="__init__"):
         # Sized for the logical slots (no growth while they are written once, in order);
-        # overwrites and zero rows go past them.
+        # overwrites and zero rows go past them. The tables first: a huge size fails before
+        # a storage exists.
+        try:
+            phys, slot_shapes = np.full(max(8, length), _UNSET, np.int64), [None] * length
+        except MemoryError as error:
+            raise messages.list_out_of_memory(method, length, error) from None
         self.handle, self.flow = raw_ops.TensorArrayV3(length, dtype, dynamic_size=True, clear_after_read=False,
                                                        tensor_array_name="TensorArrayV2")
         self.array = registry.lookup(self.handle)
-        self.phys = np.full(max(8, length), _UNSET, np.int64)
+        self.phys = phys
         self.length = length
         self.next_phys = 0
         self.in_order = True                    # phys[k] == k for every k < next_phys
         self.zero_slots = {}                    # shape -> physical slot holding zeros of it
-        self.slot_shapes = [None] * length
+        self.slot_shapes = slot_shapes
 
-    def reserve(self, length):
-        if length > len(self.phys):
-            grown = np.full(max(length, 2 * len(self.phys)), _UNSET, np.int64)
-            grown[:len(self.phys)] = self.phys
-            self.phys = grown
-        if length > len(self.slot_shapes):
-            self.slot_shapes.extend([None] * (length - len(self.slot_shapes)))
+    def reserve(self, length, method):
+        """Room in the tables for ``length`` logical slots (their length stays): an op grows
+        them before it changes anything, so a huge index fails as ResourceExhaustedError."""
+        try:
+            if length > len(self.phys):
+                grown = np.full(max(length, 2 * len(self.phys)), _UNSET, np.int64)
+                grown[:len(self.phys)] = self.phys
+                self.phys = grown
+            if length > len(self.slot_shapes):
+                self.slot_shapes.extend([None] * (length - len(self.slot_shapes)))
+        except MemoryError as error:
+            raise messages.list_out_of_memory(method, length, error) from None
 
     def identity(self):
         """Whether logical slot k is physical slot k for every k (all written, in order)."""
@@ -105,8 +115,8 @@ class TF2TensorArray(TensorArray):
         size = scalar_int(size, "size", "TensorArray size must be scalar, but had shape: ")
         if size < 0:
             raise InvalidArgumentError(f"TensorArray size must be >= 0, got {size}")
-        self._infer_shape = bool(infer_shape)
-        self._dynamic_size = bool(dynamic_size)
+        self._infer_shape = truth(infer_shape, "infer_shape")
+        self._dynamic_size = truth(dynamic_size, "dynamic_size")
         self._static_size = None if self._dynamic_size else size
         self._known_size = self._static_size
         self._shape_cell = None
@@ -154,8 +164,8 @@ class TF2TensorArray(TensorArray):
         """-> what the op gets. A NumPy array reaches it as it is, as on the class under
         TF1 rules (a tape knows a source by identity; on a GPU a copy would be another
         object); other values are converted here, so the checks can read them."""
-        if not hasattr(value, "dtype") and not hasattr(value, "__dlpack__"):
-            value = dtypes.python_value_as(value, self._dtype)
+        if dtypes.attribute_of(value, "dtype") is None and dtypes.attribute_of(value, "__dlpack__") is None:
+            value = tf2_lists.converted(method, dtypes.python_value_as, value, self._dtype)
         backend = contents.array.backend
         if type(value) is not backend.array_type and type(value) is not np.ndarray:
             try:
@@ -282,8 +292,8 @@ class TF2TensorArray(TensorArray):
         """``value`` into slot ``index`` (replacing what it held); a dynamic array grows
         to ``index + 1``. Returns the TensorArray to go on with."""
         contents = self._current()
-        if type(index) is not int:
-            index = scalar_int(index, "index", "TensorArray index must be scalar, but had shape: ")
+        if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+            index = tf2_lists.index(index, "write")
         value = self._converted(value, contents, "write")
         shape = value.shape
         if shape != contents.element_shape:
@@ -293,9 +303,9 @@ class TF2TensorArray(TensorArray):
         if index < 0 or (index >= length and not self._dynamic_size):
             raise messages.list_modify_bounds("write", index, length)
         slot = self._allocate(contents, 1)
+        contents.reserve(index + 1, "write")
         raw_ops.TensorArrayWriteV3(contents.handle, slot, value, contents.flow)
         if index >= length:
-            contents.reserve(index + 1)
             contents.length = index + 1
         phys = contents.phys
         if slot != index or phys[index] != _UNSET:
@@ -310,8 +320,8 @@ class TF2TensorArray(TensorArray):
     def read(self, index: IntLike, name: str | None = None) -> Tensor:
         """The element at ``index`` (zeros for an unwritten slot of known shape)."""
         contents = self._current()
-        if type(index) is not int:
-            index = scalar_int(index, "index", "TensorArray index must be scalar, but had shape: ")
+        if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+            index = tf2_lists.index(index, "read")
         if not 0 <= index < contents.length:
             raise messages.list_read_bounds(index, contents.length)
         slot = int(contents.phys[index])
@@ -322,7 +332,7 @@ class TF2TensorArray(TensorArray):
     def gather(self, indices: IntsLike, name: str | None = None) -> Tensor:
         """The elements at ``indices``, stacked along a new first axis."""
         contents = self._current()
-        indices = host_ints(indices, "indices")
+        indices = tf2_lists.converted("gather", host_ints, indices, "indices")
         if indices.ndim != 1:
             raise messages.list_indices_not_vector("gather", indices.shape)
         bad = (indices < 0) | (indices >= contents.length)
@@ -400,7 +410,7 @@ class TF2TensorArray(TensorArray):
     def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """Row k of ``value`` into slot ``indices[k]`` (replacing; a repeated index: the last row)."""
         contents = self._current()
-        indices = host_ints(indices, "indices")
+        indices = tf2_lists.converted("scatter", host_ints, indices, "indices")
         value = self._converted(value, contents, "scatter")
         tf2_lists.check_scatter(indices.shape, value.shape)
         row_shape = value.shape[1:]
@@ -410,10 +420,10 @@ class TF2TensorArray(TensorArray):
             low, high = int(indices.min()), int(indices.max())
             tf2_lists.check_scatter_bounds(low, high, length, self._dynamic_size)
             first = self._allocate(contents, len(indices))
+            contents.reserve(high + 1, "scatter")
             slots = np.arange(first, first + len(indices))
             raw_ops.TensorArrayScatterV3(contents.handle, slots, value, 0.0)
             if high >= length:
-                contents.reserve(high + 1)
                 contents.length = high + 1
             if not (np.array_equal(slots, indices) and (contents.phys[indices] == _UNSET).all()):
                 contents.in_order = False
@@ -429,7 +439,7 @@ class TF2TensorArray(TensorArray):
         """The pieces of ``value`` (``lengths`` rows each, along its first axis) become the contents."""
         contents = self._current()
         value = self._converted(value, contents, "split")
-        lengths = host_ints(lengths, "lengths", "int64")
+        lengths = tf2_lists.converted("split", host_ints, lengths, "lengths", "int64")
         tf2_lists.check_split(value.shape, lengths.shape, lengths.tolist() if lengths.ndim == 1 else [],
                               self._static_size)
         count = len(lengths)

@@ -6,11 +6,26 @@ their errors (built by messages).
 
 from . import messages
 from .errors import InvalidArgumentError
+from .host import scalar_int
 from .shapes import except_first, is_compatible, is_fully_defined, merge
 
-__all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
+__all__ = ["converted", "index", "check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
            "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "empty_concat_shape",
            "empty_stack_shape", "merged", "split_element_shape", "zeros_shape"]
+
+
+def converted(method, convert, *args):
+    """``convert(*args)``, an op's conversion of an argument (scalar_int, host_ints,
+    python_value_as), whose error gets the op's context, as every mode tf2 error has it."""
+    try:
+        return convert(*args)
+    except InvalidArgumentError as failure:
+        raise messages.tf2_error(failure.message, method) from None
+
+
+def index(value, method):
+    """An op's index as a Python int, or its error in the op's context."""
+    return converted(method, scalar_int, value, "index", "TensorArray index must be scalar, but had shape: ")
 
 
 def merged(element_shape, list_shape, method):

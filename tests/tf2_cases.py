@@ -349,3 +349,46 @@ def same(expected, actual):
         elif e is not None and not (e.dtype == a.dtype and e.shape == a.shape and np.array_equal(e, a)):
             return False
     return True
+
+
+class _NoTruth:
+    def __bool__(self):
+        raise RuntimeError("no truth value")
+
+
+class _DtypeRaises:
+    """A value whose ``dtype`` property fails, readable as an array all the same."""
+    @property
+    def dtype(self):
+        raise RuntimeError("dtype property failed")
+
+    def __array__(self, dtype=None, copy=None):
+        return np.ones(2, np.float32)
+
+
+class _GetattrRaises:
+    def __getattr__(self, name):
+        raise RuntimeError(f"no attribute {name}")
+
+
+def hostile_arguments(make, ones):
+    """(label, call, needles) of hostile arguments to a mode tf2 class: ``make(**kwargs)`` makes a
+    float32 TensorArray of size 2 in mode tf2, ``ones(shape)`` a float32 value; each call must raise
+    InvalidArgumentError whose text holds every needle (a constructor's argument, or an op's context).
+    -> (the cases, the TensorArray the ops' cases call: slot 1 written with ones, which a failed op
+    leaves as it is)."""
+    ta = make(dynamic_size=True).write(1, ones(2))
+    return [
+        ("dynamic_size-no-truth", lambda: make(dynamic_size=_NoTruth()), ["dynamic_size", "truth value"]),
+        ("dynamic_size-array", lambda: make(dynamic_size=np.array([1, 0])), ["dynamic_size", "truth value"]),
+        ("infer_shape-no-truth", lambda: make(infer_shape=_NoTruth()), ["infer_shape", "truth value"]),
+        ("write-index-past-int32", lambda: ta.write(2**31, ones(2)), ["int32", "(TensorArray.write, mode 'tf2')"]),
+        ("read-index-float", lambda: ta.read(1.0), ["index", "(TensorArray.read, mode 'tf2')"]),
+        ("gather-indices-float", lambda: ta.gather([0.5]), ["indices", "(TensorArray.gather, mode 'tf2')"]),
+        ("scatter-indices-float", lambda: ta.scatter([0.5], ones((1, 2))), ["indices", "(TensorArray.scatter"]),
+        ("split-lengths-float", lambda: ta.split(ones((2, 2)), [1.0, 1.0]), ["lengths", "(TensorArray.split"]),
+        ("write-None", lambda: ta.write(0, None), ["None", "(TensorArray.write, mode 'tf2')"]),
+        ("write-getattr-raises", lambda: ta.write(0, _GetattrRaises()), ["(TensorArray.write, mode 'tf2')"]),
+        ("scatter-getattr-raises", lambda: ta.scatter([0], _GetattrRaises()), ["(TensorArray.scatter, mode 'tf2')"]),
+        ("scatter-dtype-raises", lambda: ta.scatter([0], _DtypeRaises()), ["rows", "(TensorArray.scatter"]),
+    ], ta

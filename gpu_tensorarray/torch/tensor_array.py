@@ -14,7 +14,6 @@ from .. import device as _device
 from .. import get_backend as _get_backend
 from .. import modes, raw_ops
 from ..host import host_ints
-from ..registry import registry
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)

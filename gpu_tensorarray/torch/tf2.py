@@ -20,17 +20,19 @@ zeros tensor that depends on nothing. A storage whose size a backward pass locke
 (TensorArrayGradV3) is moved, through bridge ops, to a fresh one when it must grow.
 """
 
+import itertools
 import weakref
 
 import numpy as np
 import torch
 
 from .. import messages, tf2_lists
-from ..dtypes import python_value_as, tf_name
+from ..dtypes import attribute_of, python_value_as, tf_name
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
 from ..shapes import as_partial_shape, merge
+from ..tensor_array import truth
 from .crossing import as_dtype, host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
@@ -63,8 +65,9 @@ class _Contents:
 
     def __init__(self, make_storage, length, element_shape):
         self.make_storage = make_storage
+        self.phys = []                          # logical slot -> physical slot (None: unwritten)
+        _grow(self.phys, length, "__init__")
         self.storage = make_storage(length)
-        self.phys = [None] * length             # logical slot -> physical slot (None: unwritten)
         self.next_phys = 0
         self.values = {}                        # physical slot -> the tensor written there
         self.versions = {}                      # physical slot -> that tensor's version counter then
@@ -72,6 +75,16 @@ class _Contents:
         self.element_shape = element_shape     # Python-side: given, merged with writes (infer_shape)
         self.list_shape = element_shape        # the TensorList's own: given, then unstack's or split's
         self.version = 0
+
+
+def _grow(phys, length, method):
+    """``phys`` grown with unwritten logical slots to ``length`` (an op does this first, and
+    cuts it back should the op fail); a huge size or index that finds no host memory for them
+    is ResourceExhaustedError, as the storage's own allocations are, and changes nothing."""
+    try:
+        phys.extend(itertools.repeat(None, length - len(phys)))
+    except MemoryError as error:
+        raise messages.list_out_of_memory(method, length, error) from None
 
 
 class TF2TensorArray:
@@ -91,16 +104,18 @@ class TF2TensorArray:
         if size < 0:
             raise InvalidArgumentError(f"TensorArray size must be >= 0, got {size}")
 
+        name_given = tensor_array_name if truth(tensor_array_name, "tensor_array_name") else None
+
         def make_storage(length):
             # Named as the user named the array (errors name the storage), else as TensorFlow 2's lists.
             storage = _storage_class[0](dtype, size=length, dynamic_size=True, clear_after_read=False,
-                                        infer_shape=False, tensor_array_name=tensor_array_name or "TensorArrayV2",
+                                        infer_shape=False, tensor_array_name=name_given or "TensorArrayV2",
                                         device=device, mode="tf1")
             _storages.add(storage._ta.handle)   # not .handle, which readies the storage for wrapping
             return storage
 
-        self._dynamic_size = bool(dynamic_size)
-        self._infer_shape = bool(infer_shape)
+        self._dynamic_size = truth(dynamic_size, "dynamic_size")
+        self._infer_shape = truth(infer_shape, "infer_shape")
         self._contents = _Contents(make_storage, size, as_partial_shape(element_shape))
         self._version = 0
         self._dtype = self._contents.storage.dtype
@@ -154,21 +169,21 @@ class TF2TensorArray:
     def _static_size(self):
         return None if self._dynamic_size else len(self._contents.phys)
 
-    def _index(self, index):
-        return scalar_int(host_value(index), "index", "TensorArray index must be scalar, but had shape: ")
+    def _index(self, index, method):
+        return tf2_lists.index(host_value(index), method)
 
     def _value(self, value, method):
         if not isinstance(value, torch.Tensor):
             # As the library's class: a Python value converted to the list's dtype (refusing what
             # TensorFlow refuses), anything with a dtype of its own taken only at the list's dtype.
-            dtype, own = as_dtype(self._dtype), getattr(value, "dtype", None)
-            if own is None and not hasattr(value, "__dlpack__"):
-                value = python_value_as(value, dtype)
+            dtype, own = as_dtype(self._dtype), attribute_of(value, "dtype")
+            if own is None and attribute_of(value, "__dlpack__") is None:
+                value = tf2_lists.converted(method, python_value_as, value, dtype)
             elif isinstance(own, np.dtype) and own != dtype:
                 raise messages.list_dtype(method, tf_name(own), tf_name(dtype))
             try:
                 value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
-            except (TypeError, ValueError, OverflowError, RuntimeError) as error:   # None, a string, ragged lists
+            except Exception as error:      # None, a string, ragged lists, whatever a caller's object raises
                 raise messages.tf2_error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: "
                                          f"{described(error)}", method) from None
         if value.is_nested or value.layout != torch.strided or value.is_meta:
@@ -266,7 +281,7 @@ class TF2TensorArray:
 
     def write(self, index, value, name=None):
         contents = self._current()
-        index = self._index(index)
+        index = self._index(index, "write")
         value = self._value(value, "write")
         shape = tuple(value.shape)
         element_shape = self._shape_after(contents, shape, "write")
@@ -274,19 +289,23 @@ class TF2TensorArray:
         length = len(contents.phys)
         if index < 0 or (index >= length and not self._dynamic_size):
             raise messages.list_modify_bounds("write", index, length)
-        slot = self._fresh(contents, 1, "write")
-        contents.storage = contents.storage.write(slot, value)
+        if index >= length:
+            _grow(contents.phys, index + 1, "write")
+        try:
+            slot = self._fresh(contents, 1, "write")
+            contents.storage = contents.storage.write(slot, value)
+        except BaseException:
+            del contents.phys[length:]
+            raise
         contents.element_shape = element_shape
         self._keep(contents, slot, value, lambda: (value,))
         contents.shapes[slot] = shape
-        if index >= length:
-            contents.phys.extend([None] * (index + 1 - length))
         contents.phys[index] = slot
         return self._next(contents)
 
     def read(self, index, name=None):
         contents = self._current()
-        index = self._index(index)
+        index = self._index(index, "read")
         if not 0 <= index < len(contents.phys):
             raise messages.list_read_bounds(index, len(contents.phys))
         slot = contents.phys[index]
@@ -296,7 +315,7 @@ class TF2TensorArray:
 
     def gather(self, indices, name=None):
         contents = self._current()
-        indices = host_ints(host_value(indices), "indices")
+        indices = tf2_lists.converted("gather", host_ints, host_value(indices), "indices")
         if indices.ndim != 1:
             raise messages.list_indices_not_vector("gather", indices.shape)
         indices = indices.tolist()
@@ -329,20 +348,24 @@ class TF2TensorArray:
 
     def scatter(self, indices, value, name=None):
         contents = self._current()
-        indices = host_ints(host_value(indices), "indices")
+        indices = tf2_lists.converted("scatter", host_ints, host_value(indices), "indices")
         value = self._value(value, "scatter")
         tf2_lists.check_scatter(indices.shape, tuple(value.shape))
         indices = indices.tolist()
         element_shape = self._shape_after(contents, value.shape[1:], "scatter")
         if indices:
             tf2_lists.check_scatter_bounds(min(indices), max(indices), len(contents.phys), self._dynamic_size)
-            first = self._fresh(contents, len(indices), "scatter")
-            contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
+            length = len(contents.phys)
+            if max(indices) >= length:
+                _grow(contents.phys, max(indices) + 1, "scatter")
+            try:
+                first = self._fresh(contents, len(indices), "scatter")
+                contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
+            except BaseException:
+                del contents.phys[length:]
+                raise
             self._keep(contents, first, value, lambda: value.unbind(0))
             contents.shapes.update(dict.fromkeys(range(first, first + len(indices)), tuple(value.shape[1:])))
-            top = max(indices) + 1
-            if top > len(contents.phys):
-                contents.phys.extend([None] * (top - len(contents.phys)))
             for k, index in enumerate(indices):         # a repeated index: the last row wins
                 contents.phys[index] = first + k
         contents.element_shape = element_shape
@@ -367,7 +390,7 @@ class TF2TensorArray:
     def split(self, value, lengths, name=None):
         contents = self._current()
         value = self._value(value, "split")
-        lengths = host_ints(host_value(lengths), "lengths", "int64")
+        lengths = tf2_lists.converted("split", host_ints, host_value(lengths), "lengths", "int64")
         lengths_shape, lengths = lengths.shape, (lengths.tolist() if lengths.ndim == 1 else [])
         tf2_lists.check_split(tuple(value.shape), lengths_shape, lengths, self._static_size)
         element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape),

@@ -21,7 +21,7 @@ import pytest
 import gpu_tensorarray as gta
 import gpu_tensorarray.tf2 as tf
 from gpu_tensorarray import errors
-from tf2_cases import ListModel, random_case, run_library, same
+from tf2_cases import ListModel, hostile_arguments, random_case, run_library, same
 
 
 def assert_tensor(value, expected, dtype, shape):
@@ -448,3 +448,19 @@ def test_indices_that_are_not_a_vector_are_refused(backend, op, indices):
     ours = _ours(op, indices)
     assert isinstance(ours, errors.InvalidArgumentError)
     assert str(ours) == f"indices must be a vector, got shape {list(indices.shape)} (TensorArray.{op}, mode 'tf2')"
+
+
+
+def _hostile_cases():
+    return hostile_arguments(lambda **kwargs: gta.TensorArray("float32", size=2, mode="tf2", **kwargs),
+                             lambda shape: np.ones(shape, np.float32))
+
+
+@pytest.mark.parametrize("label", [label for label, _, _ in _hostile_cases()[0]])
+def test_hostile_arguments_are_errors_in_the_ops_context_and_change_nothing(backend, label):
+    cases, ta = _hostile_cases()
+    call, needles = next((call, needles) for name, call, needles in cases if name == label)
+    with pytest.raises(errors.InvalidArgumentError) as caught:
+        call()
+    assert all(needle in str(caught.value) for needle in needles), str(caught.value)
+    assert int(ta.size()) == 2 and gta.to_numpy(ta.stack()).tolist() == [[0.0, 0.0], [1.0, 1.0]]

@@ -18,6 +18,7 @@ from gpu_tensorarray.testing import import_torch
 
 torch = import_torch()
 from torch_helpers import torch_device  # noqa: E402
+from tf2_cases import hostile_arguments  # noqa: E402
 from gpu_tensorarray.torch import TensorArray, tensor_array  # noqa: E402
 from gpu_tensorarray.torch.tf2 import TF2TensorArray  # noqa: E402
 
@@ -599,3 +600,19 @@ def test_index_vectors_are_the_library_class_s(backend, op, indices):
         return ta.gather(indices) if op == "gather" else ta.scatter(indices, convert(_TABLE[:2] + 10)).stack()
 
     assert_same_as_library(call)
+
+
+def _hostile_cases():
+    return hostile_arguments(lambda **kwargs: TensorArray(torch.float32, size=2, mode="tf2", **kwargs),
+                             lambda shape: torch.ones(shape, device=torch_device()))
+
+
+@pytest.mark.parametrize("label", [label for label, _, _ in _hostile_cases()[0]])
+def test_hostile_arguments_are_errors_in_the_ops_context_and_change_nothing(backend, label):
+    """As the library's class (tests/classes/test_tf2_mode.py runs the same cases)."""
+    cases, ta = _hostile_cases()
+    call, needles = next((call, needles) for name, call, needles in cases if name == label)
+    with pytest.raises(InvalidArgumentError) as caught:
+        call()
+    assert all(needle in str(caught.value) for needle in needles), str(caught.value)
+    assert int(ta.size()) == 2 and ta.stack().cpu().tolist() == [[0.0, 0.0], [1.0, 1.0]]

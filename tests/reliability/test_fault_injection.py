@@ -18,6 +18,7 @@ no memory raises ResourceExhaustedError and changes nothing.
 """
 
 import gc
+import importlib.util
 import os
 import subprocess
 import sys
@@ -418,6 +419,56 @@ _UNDER_A_MEMORY_LIMIT = textwrap.dedent("""
     value, lengths = ro.TensorArrayConcatV3(big, flow, np.float32)      # as if nothing had happened
     print(value[:3].tolist(), int(lengths.sum()))
 """)
+
+
+_TF2_UNDER_A_MEMORY_LIMIT = textwrap.dedent("""
+    import resource, sys
+    import numpy as np
+    import gpu_tensorarray as gta
+    from gpu_tensorarray import errors
+    HUGE = 2**31 - 1
+
+    def vmsize():
+        return next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmSize"))
+
+    classes = [("library", gta.TensorArray, lambda shape: np.ones(shape, np.float32), np.float32)]
+    if sys.argv[1] == "torch":
+        import torch
+        from gpu_tensorarray.torch import TensorArray
+        classes.append(("torch", TensorArray, lambda shape: torch.ones(shape), torch.float32))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    for name, cls, ones, dtype in classes:
+        ta = cls(dtype, size=0, dynamic_size=True, mode="tf2").write(0, ones(2))
+        for op in (lambda: cls(dtype, size=HUGE, mode="tf2"), lambda: ta.write(HUGE, ones(2)),
+                   lambda: ta.scatter([1, HUGE], ones((2, 2)))):
+            resource.setrlimit(resource.RLIMIT_AS, (vmsize() + (64 << 20), hard))
+            try:
+                op()
+                print(name, "no error")
+            except errors.ResourceExhaustedError as error:
+                print(name, "ResourceExhaustedError", "mode 'tf2'" in str(error))
+            except BaseException as error:
+                print(name, type(error).__name__)
+            finally:
+                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        print(name, int(ta.size()), np.asarray(ta.stack()).tolist())     # as if nothing had happened
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status and limits RLIMIT_AS")
+def test_a_tf2_list_grown_past_host_memory_is_resource_exhausted_and_unchanged():
+    """A huge size or index of a dynamic mode-tf2 list needs a slot table of that many entries."""
+    torch = "torch" if importlib.util.find_spec("torch") else "no-torch"
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gta.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])),
+               GPU_TENSORARRAY_BACKEND="numpy")
+    done = subprocess.run([sys.executable, "-c", _TF2_UNDER_A_MEMORY_LIMIT, torch], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = []
+    for name in ["library"] + (["torch"] if torch == "torch" else []):
+        expected += [f"{name} ResourceExhaustedError True"] * 3 + [f"{name} 1 [[1.0, 1.0]]"]
+    assert done.stdout.split("\n")[:-1] == expected, done.stdout
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status and limits RLIMIT_AS")
