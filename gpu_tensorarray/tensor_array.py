@@ -279,8 +279,10 @@ class TensorArray:
                                        f"write dtype string.{about(self._handle)}")
         lengths = host_ints(lengths, "lengths", "int64", owner=self._handle)
         try:
-            if lengths.ndim == 1 and lengths.size and len(shape):
-                self._check_value_shape(0, (int(lengths[0]),) + tuple(shape[1:]))     # the first piece: the op names it
+            if lengths.ndim == 1 and lengths.size and len(shape) and (lengths == lengths[0]).all():
+                # TensorFlow's class checks the pieces' one shape first, as the op would name the first
+                # piece; unequal pieces go to the op, whose own checks come first then.
+                self._check_value_shape(0, (int(lengths[0]),) + tuple(shape[1:]))
             flow = raw_ops.TensorArraySplitV3(self._handle, value, lengths, self._flow)
         except InvalidArgumentError as error:
             raise _explained(error, self, "split") from None

@@ -198,14 +198,15 @@ def test_grad_locks_a_dynamic_forward(backend):
 @pytest.mark.parametrize("how", ["write", "scatter", "unstack", "split"])
 def test_a_grad_made_before_the_forward_knew_its_shape_checks_values_against_it(backend, how):
     # TensorFlow's class: a gradient TensorArray shares its forward's element shape, and
-    # checks each value against it before the op (_check_element_shape).
+    # checks each value against it before the op (_check_element_shape; a split's only when
+    # its pieces are equal: unequal ones go to the op, whose argument checks come first).
     ta = TensorArray("float32", size=2)
     g = ta.grad("gradients")
     ta = ta.write(0, f32([1, 2]))
     assert g.element_shape == (2,)
     bad = {"write": lambda: g.write(1, f32([1, 2, 3])), "scatter": lambda: g.scatter([1], f32([[1, 2, 3]])),
            "unstack": lambda: g.unstack(f32([[1, 2, 3], [4, 5, 6]])),
-           "split": lambda: g.split(f32([1, 2, 3]), [3, 0])}[how]
+           "split": lambda: g.split(f32([1, 2, 3, 4, 5, 6]), [3, 3])}[how]
     index, value = {"write": (1, "[3]"), "scatter": (1, "[3]"), "unstack": (0, "[3]"), "split": (0, "[3]")}[how]
     with raises(errors.InvalidArgumentError, INCOMPATIBLE.format(name=g.handle.name, index=index, value=value,
                                                                  shape="[2]")):

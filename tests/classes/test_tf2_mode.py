@@ -389,6 +389,18 @@ def test_tf1_split_shape_error_does_not_suggest_what_is_already_set(backend):
     assert "TensorArray.split: infer_shape is already False" in str(raised.value)
 
 
+def test_tf1_split_of_unequal_pieces_reports_the_ops_checks_first(backend):
+    """TensorFlow's class checks the pieces' shape before the op only when the lengths are equal
+    (tests/tf_parity/test_class_messages.py compares with TensorFlow itself)."""
+    ta = gta.TensorArray("float32", size=2, element_shape=[2])
+    with pytest.raises(errors.InvalidArgumentError) as raised:
+        ta.split(np.ones((4, 2), np.float32), [1, 2])
+    assert str(raised.value).startswith("Expected sum of lengths to be equal to values.shape[0], but sum of lengths "
+                                        "is 3 and value's shape is: [4,2]")
+    with pytest.raises(errors.InvalidArgumentError, match="shape"):
+        ta.split(np.ones((4, 2), np.float32), [2, 2])       # equal pieces of (2, 2): the class's check
+
+
 # -- index vectors: eager's rule, not tf.function's (docs/semantics.md §6.5) ---------------------------------
 _TABLE = np.arange(6.0, dtype=np.float32).reshape(3, 2)
 
