@@ -29,7 +29,7 @@ import numpy as np
 from . import dtypes, strings
 from .errors import InvalidArgumentError, OpError, about, described, shown
 
-__all__ = ["to_tensor", "to_flow"]
+__all__ = ["to_tensor", "to_flow", "truth"]
 
 _FLOAT32 = np.dtype("float32")
 _PYTHON_VALUES = (bool, int, float, complex, list, tuple)
@@ -123,3 +123,13 @@ def to_flow(backend, flow_in=0.0):
     if host.ndim != 0:
         raise InvalidArgumentError(f"flow_in must be a scalar, but had shape: {list(host.shape)}")
     return backend.from_host(host.copy())
+
+
+def truth(value, what):
+    """``bool(value)`` of a caller's argument (dynamic_size, infer_shape, a name), as TensorFlow's
+    classes test these; a truth value that raises is the argument's error, not the caller's
+    exception."""
+    try:
+        return bool(value)
+    except Exception as error:
+        raise InvalidArgumentError(f"{what} must have a truth value, but bool() raised {described(error)}") from None

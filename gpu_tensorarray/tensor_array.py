@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from . import dtypes, messages, modes, raw_ops
-from .conversion import to_tensor
-from .errors import InvalidArgumentError, about, described
+from .conversion import to_tensor, truth
+from .errors import InvalidArgumentError, about
 from .host import host_ints
 from .registry import Handle, registry
 from .shapes import except_first, is_compatible, merge
@@ -331,15 +331,6 @@ def _check_wrapping(handle: Any, flow: Any, size: Any, tensor_array_name: Any, e
             raise InvalidArgumentError(f"Cannot provide both a handle and {what} at the same time")
     if flow is None:
         raise InvalidArgumentError("flow must not be None if handle is not None.")
-
-
-def truth(value: Any, what: str) -> bool:
-    """``bool(value)``, as TensorFlow tests these arguments; a truth value that raises
-    is the argument's error, not the caller's exception."""
-    try:
-        return bool(value)
-    except Exception as error:
-        raise InvalidArgumentError(f"{what} must have a truth value, but bool() raised {described(error)}") from None
 
 
 modes.register_class("tf1", TensorArray)

@@ -24,13 +24,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes, messages, modes, raw_ops, tf2_lists
+from .conversion import truth
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import INT32_MAX, host_ints, scalar_int
 from .registry import registry
 from .shapes import as_partial_shape, merge
 from .strings import as_strings, empty_strings
 from .registry import Handle
-from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike, truth
+from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
 
 __all__ = ["TF2TensorArray"]
 

@@ -27,12 +27,12 @@ import numpy as np
 import torch
 
 from .. import messages, tf2_lists
+from ..conversion import truth
 from ..dtypes import attribute_of, python_value_as, tf_name
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
 from ..shapes import as_partial_shape, merge
-from ..tensor_array import truth
 from .crossing import as_dtype, host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
