@@ -849,10 +849,6 @@ class ndarray:
         _sync("bool")
         return bool(self._a)
 
-    def __index__(self):
-        _sync("index")
-        return self._a.__index__()
-
     def __repr__(self):
         _sync("repr")
         return repr(self._a).replace("array(", "array(", 1)
@@ -862,8 +858,10 @@ class ndarray:
         return str(self._a)
 
     def __format__(self, spec):
+        # cupy/_core/core.pyx: format(self.get(), format_spec). (CuPy defines no __index__:
+        # a device array is no index, as range() or a slice would take it.)
         _sync("format")
-        return format(self._a, spec) if self.ndim == 0 else str(self._a)
+        return format(self._a, spec)
 
     def __array__(self, dtype=None, copy=None):
         # cupy/_core/core.pyx, ndarray.__array__.

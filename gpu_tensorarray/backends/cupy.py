@@ -279,7 +279,15 @@ class CupyBackend(KernelRows, Backend):
             ready.record()
         with self._device:
             cupy.cuda.get_current_stream().wait_event(ready)
-            return value.copy()                   # CuPy copies across devices into the current one
+            copied = value.copy()                 # CuPy copies across devices into the current one
+            done = cupy.cuda.Event(disable_timing=True)
+            done.record()
+        with value.device:
+            # The copy is queued, not done: the value's stream, where its owner changes it next and
+            # where the pool hands a staged copy's memory out again once it is dropped (CuPy frees
+            # to the allocating stream's arena, with no event), goes on only after it.
+            cupy.cuda.get_current_stream().wait_event(done)
+        return copied
 
     def _staged(self, value):
         """A C-contiguous copy of ``value`` made on its own device, which is current: the

@@ -235,6 +235,26 @@ def test_a_strided_value_from_another_device_is_made_contiguous_there_before_its
 
 
 @on_standin
+@pytest.mark.parametrize("strided", [False, True])
+def test_a_value_from_another_device_is_not_reused_before_the_copy_out_of_it(standin, strided):
+    # The memcpy is queued on this device's stream. The value's own stream must wait for it:
+    # its owner may change the value there next, and a staged copy, dropped when the op returns,
+    # goes back to that stream's pool arena (CuPy frees with no event), for its next allocation.
+    handle, flow = ro.TensorArrayV3(2, F32, element_shape=(4,))
+    with cupy.cuda.Device(1):
+        with cupy.cuda.Stream(non_blocking=True) as producer:
+            value = cupy.arange(8, dtype=F32)[::2] if strided else cupy.arange(4, dtype=F32)
+            with cupy.recording() as log:
+                ro.TensorArrayWriteV3(handle, 0, value, flow)
+    copy = log.index(("copy", 0, "null", "device to device"))
+    done = next(i for i, entry in enumerate(log) if entry[:3] == ("record", 0, "null") and i > copy)
+    wait = next(i for i, entry in enumerate(log) if entry[:3] == ("wait", 1, producer.name) and i > done)
+    assert log[wait][3] == "null", log
+    assert gta.to_numpy(ro.TensorArrayReadV3(handle, 0, flow, F32)).tolist() == ([0, 2, 4, 6] if strided else
+                                                                                  [0, 1, 2, 3])
+
+
+@on_standin
 def test_a_strided_value_from_a_full_device_fails_as_resource_exhausted(standin):
     handle, flow = ro.TensorArrayV3(2, F32, element_shape=(4,))
     flow = ro.TensorArrayWriteV3(handle, 1, np.ones(4, F32), flow)
