@@ -100,6 +100,11 @@ def _string_pair(handle):
     return None
 
 
+def recording():
+    """Whether a recorder (a GradientTape) sees the ops."""
+    return _record is not None
+
+
 def set_recorder(recorder):
     """Install ``recorder`` (None: stop recording) -> the one it replaces. After each
     differentiable op that succeeds (Read, Write, Gather, Scatter, Concat, Split),

@@ -268,8 +268,8 @@ class GradientTape:
                 if op.type in READS:
                     output = op.outputs[0]
                     gradient = value_grads.get(id(output))
-                    if gradient is None or self._producer.get(id(output)) is not op:
-                        continue
+                    if gradient is None or id(output) not in reached or self._producer.get(id(output)) is not op:
+                        continue                         # not between the sources and the targets
                     if op.type == "TensorArrayConcatV3":
                         input_grads = fn(op, gradient, None, grad_name=grad_name)
                     else:

@@ -262,7 +262,7 @@ class TensorArray:
     def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TensorArray:
         """Row k of ``value`` into slot ``indices[k]``; returns the TensorArray to go on with."""
         value, shape = self._value(value)
-        if self._shape_cell[0] is not None and len(shape) and shape[0] and tuple(shape[1:]) != self._shape_cell[0]:
+        if self._shape_cell[0] is not None and len(shape) and tuple(shape[1:]) != self._shape_cell[0]:
             first = host_ints(indices, "indices", owner=self._handle).reshape(-1)      # the slot the op names
             self._check_value_shape(int(first[0]) if first.size else 0, shape[1:])
         result = self._with_flow(raw_ops.TensorArrayScatterV3(self._handle, indices, value, self._flow))

@@ -377,8 +377,10 @@ class TF2TensorArray(TensorArray):
             # TensorList's checks of the rows (the V3 concat's words would name the storage). Otherwise
             # every slot holds one shape, a vector at least: nothing to check.
             tf2_lists.check_concat_rows(contents.slot_shapes[:contents.length])
-        if not contents.identity():
+        if not contents.identity() or raw_ops.recording():
             # A V3 concat joins physical slots 0, 1, ...: join the logical order in a scratch array.
+            # A recorded one always: the storage grows with later writes, and the concat's gradient
+            # (TensorFlow's rule: a split into the gradient array) needs an array of its pieces alone.
             values = self._copy_values(contents, zeros_for_unset=True)
             handle, _ = raw_ops.TensorArrayV3(0, self._dtype, dynamic_size=True, clear_after_read=False)
             for logical, value in values.items():

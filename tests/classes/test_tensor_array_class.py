@@ -625,3 +625,14 @@ def test_tf14_grad_access_twice_receive_same_object(backend):
     g_ta_0.write(0, [[4.0, 5.0]])
     assert g_ta_0.handle.name == g_ta_1.handle.name
     assert_same(g_ta_1.read(0), f32([[4.0, 5.0]]))
+
+
+@pytest.mark.parametrize("how", ["unstack", "scatter"])
+def test_an_empty_value_of_another_row_shape_is_refused(backend, how):
+    # TensorFlow's class checks value.shape[1:] before the op, however many rows there are.
+    ta = TensorArray("float32", size=2, element_shape=[3])
+    empty = np.zeros((0, 5), np.float32)
+    with raises(errors.InvalidArgumentError, INCOMPATIBLE.format(name=ta.handle.name, index=0, value="[5]",
+                                                                 shape="[3]")):
+        ta.unstack(empty) if how == "unstack" else ta.scatter([], empty)
+    assert_same(ta.write(0, f32([1, 2, 3])).read(0), f32([1, 2, 3]))

@@ -574,3 +574,35 @@ def test_demo_uses_the_tape(backend, capsys):
     assert "tape.gradient #1 used source 'gradients'" in out
     assert "tape.gradient #2 used source 'gradients_1'" in out
     assert "nothing double counted: True" in out
+
+
+# -- what TensorFlow differentiates, and TF2's concat ---------------------------------------------
+
+def test_a_read_before_the_sources_were_written_is_not_differentiated(backend):
+    """TensorFlow differentiates only the ops between the sources and the targets: a concat made
+    before the source's write (zeros) gets no gradient rule, which would split into a gradient
+    array the later write grew (tf.gradients gives [1.] here)."""
+    x = arr(backend, [5.0], "float64")
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray("float64", size=2, dynamic_size=True, clear_after_read=False, element_shape=[1])
+        c = ta.concat()
+        ta = ta.write(3, x)
+        r = ta.read(3)
+    grad, = tape.gradient([c, r], [x])
+    assert host(grad).tolist() == [1.0]
+
+
+@pytest.mark.parametrize("later", ["overwrite", "growth"])
+def test_a_tf2_concat_then_a_write_has_the_concats_gradient(backend, later):
+    """Mode tf2 writes each value to a fresh storage slot, so the storage grows after a concat;
+    the concat's gradient still goes to the pieces it joined, as TensorFlow 2's does."""
+    a, b, z = arr(backend, [1.0, 2.0], "float64"), arr(backend, [3.0], "float64"), arr(backend, [9.0, 9.0], "float64")
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray("float64", size=2, dynamic_size=later == "growth", infer_shape=False, mode="tf2")
+        ta = ta.write(0, a).write(1, b)
+        c = ta.concat()
+        ta = ta.write(0 if later == "overwrite" else 2, z)
+        s = ta.read(0 if later == "overwrite" else 2)
+    grads = tape.gradient([c, s], [a, b, z], output_gradients=[arr(backend, [10.0, 20.0, 30.0], "float64"),
+                                                                arr(backend, [1.0, 2.0], "float64")])
+    assert [host(g).tolist() for g in grads] == [[10.0, 20.0], [30.0], [1.0, 2.0]]
