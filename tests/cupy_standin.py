@@ -646,11 +646,39 @@ def alloc(size):
     return get_allocator()(size)
 
 
+# cupy/_core/_dtype.pyx: the type characters CuPy always takes.
+_TYPE_CHARS = "?bhilqBHILQefdFD"
+# cupy/_core/_scalar.pyx registers ml_dtypes' bfloat16 only beside NumPy >= 2.1.2.
+_BFLOAT16 = None
+if np.lib.NumpyVersion(np.__version__) >= "2.1.2":
+    try:
+        import ml_dtypes
+        _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+    except ImportError:
+        pass
+
+
+def _supported(dtype):
+    """cupy/_core/_dtype.pyx, check_supported_dtype (the ndarray constructor's, with no memptr)."""
+    if dtype.byteorder == ">":
+        raise ValueError(f"Unsupported dtype {dtype} with big-endian byte-order")
+    if dtype.char in _TYPE_CHARS or dtype == _BFLOAT16:
+        return
+    if dtype.type is np.void and dtype.subdtype is None and dtype.itemsize and not dtype.hasobject:
+        return                                       # structured bytes CuPy holds, not computes with
+    raise ValueError(f"Unsupported dtype {dtype}")
+
+
 def _allocate(shape, dtype, fill=POISON, order="C", strides=None):
     """A fresh allocation of ``shape`` on the current device, through its pool, in C or
     Fortran ``order`` (or with ``strides``, a dense layout of another axis order)."""
     dtype = np.dtype(dtype)
     shape = tuple(int(extent) for extent in shape)
+    if len(shape) > 64:                              # core.pyx, the ndarray constructor: MAX_NDIM
+        raise ValueError(f"maximum supported dimension for an ndarray is 64, found {len(shape)}")
+    if any(extent < 0 for extent in shape):
+        raise ValueError("Negative dimensions are not allowed")
+    _supported(dtype)
     count = 1
     for extent in shape:
         count *= extent

@@ -27,9 +27,12 @@ __all__ = ["CupyBackend", "NVRTC_OPTIONS", "INSTALL_COMPILER"]
 NVRTC_OPTIONS = ("--std=c++17",)
 
 # CuPy stores ml_dtypes' bfloat16 from v14 on (its upgrade guide: "Minimal support
-# for bfloat16"); older ones refuse the dtype.
+# for bfloat16"), and only beside NumPy >= 2.1.2 (cupy/_core/_scalar.pyx registers the
+# type there alone: older NumPys crash on its loops); otherwise it refuses the dtype.
 BFLOAT16_MINIMUM_CUPY = (14, 0)
+BFLOAT16_MINIMUM_NUMPY = "2.1.2"
 _CUPY_VERSION = tuple(int(part) for part in re.match(r"(\d+)\.(\d+)", cupy.__version__).groups())
+_NUMPY_HOLDS_BFLOAT16 = np.lib.NumpyVersion(np.__version__) >= BFLOAT16_MINIMUM_NUMPY
 
 
 # Where NVRTC and the CUDA headers come from when no CUDA toolkit is installed: the nvrtc
@@ -359,7 +362,13 @@ _DLPACK_CPU = 1                 # DLDeviceType kDLCPU
 
 
 def _check_dtype(dtype):
-    if _CUPY_VERSION < BFLOAT16_MINIMUM_CUPY and dtypes.name_of(dtype) == dtypes.BFLOAT16:
+    if dtypes.name_of(dtype) != dtypes.BFLOAT16:
+        return
+    if _CUPY_VERSION < BFLOAT16_MINIMUM_CUPY:
         raise UnavailableError(
             f"bfloat16 arrays on the cupy backend need CuPy >= {'.'.join(map(str, BFLOAT16_MINIMUM_CUPY))} "
             f"(installed: {cupy.__version__}); use the numpy backend or upgrade CuPy")
+    if not _NUMPY_HOLDS_BFLOAT16:
+        raise UnavailableError(
+            f"bfloat16 arrays on the cupy backend need NumPy >= {BFLOAT16_MINIMUM_NUMPY}, beside which alone CuPy "
+            f"holds the dtype (installed: {np.__version__}); use the numpy backend or upgrade NumPy")

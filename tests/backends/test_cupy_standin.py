@@ -42,6 +42,21 @@ def test_device_arrays_do_not_convert_implicitly_and_host_reads_synchronise():
     assert delta()["syncs"] == 5
 
 
+@pytest.mark.parametrize("dtype", [object, "U1", "datetime64[s]", ">f4", np.dtype((np.float32, 2))], ids=str)
+def test_dtypes_cupy_cannot_hold_are_refused_as_cupy_refuses_them(dtype):
+    # cupy/_core/_dtype.pyx, check_supported_dtype: ValueError("Unsupported dtype ...").
+    with pytest.raises(ValueError, match="Unsupported dtype"):
+        cupy.empty(2, dtype=dtype)
+
+
+def test_negative_extents_and_device_arrays_as_indices_are_refused_as_cupy_refuses_them():
+    with pytest.raises(ValueError, match="Negative dimensions are not allowed"):
+        cupy.zeros((2, -1), F32)
+    with pytest.raises(TypeError):
+        range(cupy.asarray(np.int64(3)))           # CuPy's ndarray has no __index__ (core.pyx)
+    assert int(cupy.asarray(np.int64(3))) == 3 and format(cupy.arange(2, dtype=F32)) == "[0. 1.]"
+
+
 def test_fill_with_zero_is_a_memset_that_drops_the_sign():
     array = cupy.empty((3,), F32)
     array.fill(-0.0)

@@ -7,6 +7,7 @@ bit for bit (as uint16).
 """
 
 import copy
+import re
 import subprocess
 import sys
 
@@ -416,3 +417,13 @@ def test_cupy_before_14_refuses_bfloat16_naming_the_version(monkeypatch):
     cupy_backend._check_dtype(np.dtype("float16"))           # other dtypes are unaffected
     monkeypatch.setattr(cupy_backend, "_CUPY_VERSION", (14, 0))
     cupy_backend._check_dtype(BF16)
+
+
+def test_numpy_before_2_1_2_refuses_bfloat16_on_cupy_naming_the_version(monkeypatch):
+    """CuPy registers bfloat16 only beside NumPy >= 2.1.2 (cupy/_core/_scalar.pyx), and refuses
+    it otherwise with a ValueError that the allocator would report as out of memory."""
+    cupy_backend = pytest.importorskip("gpu_tensorarray.backends.cupy", exc_type=ImportError)
+    monkeypatch.setattr(cupy_backend, "_NUMPY_HOLDS_BFLOAT16", False)
+    with pytest.raises(errors.UnavailableError, match=rf"need NumPy >= 2\.1\.2.*installed: {re.escape(np.__version__)}"):
+        cupy_backend._check_dtype(BF16)
+    cupy_backend._check_dtype(np.dtype("float16"))
