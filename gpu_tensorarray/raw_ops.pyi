@@ -33,6 +33,7 @@ class TensorArrayGradWithShapeOutput(NamedTuple):
     flow_out: Tensor
 
 
+def recording() -> bool: ...
 def set_recorder(recorder: Any) -> Any: ...
 
 
