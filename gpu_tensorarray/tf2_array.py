@@ -20,7 +20,6 @@ view, as in the V3 class.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import dtypes, messages, modes, raw_ops, tf2_lists
@@ -52,9 +51,9 @@ class _Contents:
         self.version = 0
         self.slot_shapes = []                   # per logical slot: its value's shape, None if unwritten
         self.odd_shapes = False                 # some value's shape differs from the element shape
-        self.fresh_storage(dtype, length)
+        self.fresh_storage(dtype, length, "__init__")
 
-    def fresh_storage(self, dtype, length, method="__init__"):
+    def fresh_storage(self, dtype, length, method):
         # Sized for the logical slots (no growth while they are written once, in order);
         # overwrites and zero rows go past them. The tables first: a huge size fails before
         # a storage exists.
@@ -211,11 +210,11 @@ class TF2TensorArray(TensorArray):
         return tf2_lists.zeros_shape(shape, (slot_shape for slot_shape in slot_shapes if slot_shape is not None),
                                      method)
 
-    def _zero_slot(self, contents, shape):
+    def _zero_slot(self, contents, shape, method):
         """A physical slot holding zeros of ``shape`` (unwritten slots gather from it)."""
         slot = contents.zero_slots.get(shape)
         if slot is None:
-            slot = self._allocate(contents, 1)
+            slot = self._allocate(contents, 1, method)
             zeros = _zeros(contents.array.backend, shape, self._dtype)
             raw_ops.TensorArrayWriteV3(contents.handle, slot, zeros, 0.0)
             contents.zero_slots[shape] = slot
@@ -231,11 +230,11 @@ class TF2TensorArray(TensorArray):
         finally:
             raw_ops.TensorArrayCloseV3(handle)
 
-    def _allocate(self, contents, count):
+    def _allocate(self, contents, count, method):
         """``count`` fresh physical slots; a storage locked by a gradient computation
         (TensorArrayGradV3 locks the size) is first moved to a fresh one."""
         if not contents.array.dynamic_size:
-            self._compact(contents)
+            self._compact(contents, method)
         first = contents.next_phys
         contents.next_phys += count
         return first
@@ -247,7 +246,7 @@ class TF2TensorArray(TensorArray):
         if unset.any():
             slots = slots.copy()
             among = indices.tolist() if method == "gather" else None
-            slots[unset] = self._zero_slot(contents, self._zero_shape(contents, method, among))
+            slots[unset] = self._zero_slot(contents, self._zero_shape(contents, method, among), method)
         return slots
 
     def _copy_values(self, contents, zeros_for_unset):
@@ -266,12 +265,12 @@ class TF2TensorArray(TensorArray):
                 values[logical] = _zeros(contents.array.backend, unset_shape, self._dtype)
         return values
 
-    def _compact(self, contents):
+    def _compact(self, contents, method):
         """Move the written values into a fresh storage (the old one is size-locked by a
         gradient computation), through recorded ops so gradients follow them."""
         values = self._copy_values(contents, zeros_for_unset=False)
         slot_shapes, length = contents.slot_shapes, contents.length
-        contents.fresh_storage(self._dtype, length)
+        contents.fresh_storage(self._dtype, length, method)
         contents.slot_shapes = slot_shapes
         for physical, (logical, value) in enumerate(values.items()):
             raw_ops.TensorArrayWriteV3(contents.handle, physical, value, 0.0)
@@ -303,7 +302,7 @@ class TF2TensorArray(TensorArray):
         length = contents.length
         if index < 0 or (index >= length and not self._dynamic_size):
             raise messages.list_modify_bounds("write", index, length)
-        slot = self._allocate(contents, 1)
+        slot = self._allocate(contents, 1, "write")
         contents.reserve(index + 1, "write")
         raw_ops.TensorArrayWriteV3(contents.handle, slot, value, contents.flow)
         if index >= length:
@@ -327,7 +326,7 @@ class TF2TensorArray(TensorArray):
             raise messages.list_read_bounds(index, contents.length)
         slot = int(contents.phys[index])
         if slot == _UNSET:
-            slot = self._zero_slot(contents, self._zero_shape(contents, "read"))
+            slot = self._zero_slot(contents, self._zero_shape(contents, "read"), "read")
         return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
 
     def gather(self, indices: IntsLike, name: str | None = None) -> Tensor:
@@ -395,7 +394,7 @@ class TF2TensorArray(TensorArray):
         tf2_lists.check_unstack(value.shape, self._static_size)
         count = value.shape[0]
         self._check_shape(contents, value.shape[1:], "unstack")
-        self._replace(contents, count, [value.shape[1:]] * count)
+        self._replace(contents, count, [value.shape[1:]] * count, "unstack")
         raw_ops.TensorArrayScatterV3(contents.handle, np.arange(count), value, 0.0)
         contents.next_phys = count
         contents.list_shape = value.shape[1:]
@@ -405,8 +404,8 @@ class TF2TensorArray(TensorArray):
             self._note_shape(contents, value.shape[1:])
         return self._next(contents)
 
-    def _replace(self, contents, count, shapes):
-        contents.fresh_storage(self._dtype, count)
+    def _replace(self, contents, count, shapes, method):
+        contents.fresh_storage(self._dtype, count, method)
         contents.phys[:count] = np.arange(count)
         contents.slot_shapes = list(shapes)
 
@@ -422,7 +421,7 @@ class TF2TensorArray(TensorArray):
         if len(indices):
             low, high = int(indices.min()), int(indices.max())
             tf2_lists.check_scatter_bounds(low, high, length, self._dynamic_size)
-            first = self._allocate(contents, len(indices))
+            first = self._allocate(contents, len(indices), "scatter")
             contents.reserve(high + 1, "scatter")
             slots = np.arange(first, first + len(indices))
             raw_ops.TensorArrayScatterV3(contents.handle, slots, value, 0.0)
@@ -450,7 +449,7 @@ class TF2TensorArray(TensorArray):
         shapes = [(int(n),) + rest for n in lengths.tolist()]
         element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,
                                                       lengths.tolist())
-        self._replace(contents, count, shapes)
+        self._replace(contents, count, shapes, "split")
         raw_ops.TensorArraySplitV3(contents.handle, value, lengths, 0.0)
         contents.next_phys = count
         contents.element_shape = contents.list_shape = element_shape

@@ -9,9 +9,9 @@ from .errors import InvalidArgumentError
 from .host import scalar_int
 from .shapes import except_first, is_compatible, is_fully_defined, merge
 
-__all__ = ["converted", "index", "check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
-           "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "empty_concat_shape",
-           "empty_stack_shape", "merged", "split_element_shape", "zeros_shape"]
+__all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
+           "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "converted",
+           "empty_concat_shape", "empty_stack_shape", "index", "merged", "split_element_shape", "zeros_shape"]
 
 
 def converted(method, convert, *args):

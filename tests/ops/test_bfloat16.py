@@ -424,6 +424,7 @@ def test_numpy_before_2_1_2_refuses_bfloat16_on_cupy_naming_the_version(monkeypa
     it otherwise with a ValueError that the allocator would report as out of memory."""
     cupy_backend = pytest.importorskip("gpu_tensorarray.backends.cupy", exc_type=ImportError)
     monkeypatch.setattr(cupy_backend, "_NUMPY_HOLDS_BFLOAT16", False)
-    with pytest.raises(errors.UnavailableError, match=rf"need NumPy >= 2\.1\.2.*installed: {re.escape(np.__version__)}"):
+    installed = re.escape(np.__version__)
+    with pytest.raises(errors.UnavailableError, match=rf"need NumPy >= 2\.1\.2.*installed: {installed}"):
         cupy_backend._check_dtype(BF16)
     cupy_backend._check_dtype(np.dtype("float16"))
