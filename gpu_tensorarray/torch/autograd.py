@@ -467,9 +467,10 @@ def materialize(state, ta, backend):
         for position, (value, version) in enumerate(zip(pending, state.versions)):
             if value._version != version:
                 raise _changed_after_write(ta, state, position)
-        writes = (state.kinds, state.wheres, pending)
-        state.pending, state.kinds, state.wheres, state.versions = [], [], [], []
-        state.flow = _write_run(state.flow, state, ta, backend, writes, *pending)
+        flow = _write_run(state.flow, state, ta, backend, (state.kinds, state.wheres, pending), *pending)
+        # One statement without a call: an interrupt (during the node's making, say) leaves the
+        # writes pending, for the next read to make their node, or the node in place.
+        state.flow, state.pending, state.kinds, state.wheres, state.versions = flow, [], [], [], []
     return state.flow
 
 

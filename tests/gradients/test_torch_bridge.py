@@ -397,6 +397,29 @@ def test_retained_graph_passes_leave_no_closed_grad_arrays_behind(backend):
     assert len(gta.registry.lookup(ta.handle).grads) == 0
 
 
+def test_an_interrupt_while_writes_become_a_node_loses_none_of_them(backend, monkeypatch):
+    from gpu_tensorarray.torch import autograd
+    made = autograd._write_run
+
+    def interrupted(*args):
+        made(*args)
+        raise KeyboardInterrupt
+    w = weights(2, 3)
+
+    def ours(x):
+        ta = TensorArray(F64, size=2).write(0, x[0] * 2).write(1, x[1] * 3)
+        monkeypatch.setattr(autograd, "_write_run", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            ta.stack()
+        monkeypatch.setattr(autograd, "_write_run", made)
+        return nonlinear(ta.stack(), w)
+
+    def reference(x):
+        return nonlinear(torch.stack([x[0] * 2, x[1] * 3]), w)
+
+    assert_same_gradients(ours, reference, leaves((2, 3)))
+
+
 def test_a_read_through_a_superseded_array_raises(backend):
     x = leaves((3,))[0]
     ta = TensorArray(F64, size=2)
