@@ -47,7 +47,11 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
     if type(value) is range:        # (a stack's gradient scatters into every slot)
         return _range_ints(value, what, dtype_name, owner)
     if is_cupy_array(value):
-        value = value.get()
+        try:
+            value = value.get()
+        except MemoryError as error:   # CuPy's get() of a strided array first copies it on its device
+            raise ResourceExhaustedError(f"OOM when copying {what} from cuda:{value.device.id} to the host: "
+                                         f"{described(error)}{about(owner)}") from None
     try:
         array = np.asarray(value)
     except Exception as error:      # whatever a caller's object raises, it is not an index

@@ -851,6 +851,15 @@ class ndarray:
             # core.pyx, get: an empty array comes back as numpy.ndarray(shape), which
             # refuses a shape whose extents multiply past NumPy's limit (ValueError).
             return np.ndarray(self.shape, dtype=self.dtype)
+        if order == "C" and not self._a.flags.c_contiguous:
+            # core.pyx, get: a C-contiguous copy made first on the array's device (its pool, a
+            # kernel), as _internal_ascontiguousarray: it can find the device full.
+            device = _current_device()
+            _set_device(self._device)
+            try:
+                ascontiguousarray(self)
+            finally:
+                _set_device(device)
         return np.array(self._a, order=order)
 
     def item(self):

@@ -57,6 +57,24 @@ def test_negative_extents_and_device_arrays_as_indices_are_refused_as_cupy_refus
     assert int(cupy.asarray(np.int64(3))) == 3 and format(cupy.arange(2, dtype=F32)) == "[0. 1.]"
 
 
+def test_get_of_a_strided_array_copies_it_on_its_device_first():
+    # cupy/_core/core.pyx, get: _internal_ascontiguousarray under the array's device, then the
+    # copy to the host: a pool allocation there, which a full device refuses.
+    with cupy.cuda.Device(1):
+        strided = cupy.arange(8, dtype=F32)[::2]
+    with cupy.recording() as log:
+        assert strided.get().tolist() == [0, 2, 4, 6]
+    assert ("launch", 1, "null", "copy") in log and any(entry[:2] == ("alloc", 1) for entry in log), log
+
+    def full(size):
+        raise cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
+    with cupy.cuda.using_allocator(full), pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+        strided.get()
+    contiguous = cupy.arange(4, dtype=F32)
+    with cupy.cuda.using_allocator(full):
+        assert contiguous.get().tolist() == [0, 1, 2, 3]         # copied as it is: no allocation
+
+
 def test_fill_with_zero_is_a_memset_that_drops_the_sign():
     array = cupy.empty((3,), F32)
     array.fill(-0.0)

@@ -283,6 +283,33 @@ def test_a_gradients_join_that_finds_no_device_memory_undoes_its_soft_zeros(back
     assert not host(gather(g, list(range(0, 20, 2)))).any()
 
 
+@pytest.mark.parametrize("how", ["raw_gather", "gather", "scatter", "split"])
+def test_strided_device_indices_on_a_full_device_are_resource_exhausted_and_change_nothing(backend, how):
+    """CuPy's get() of a strided array first copies it on its device (core.pyx): indices or
+    lengths given as such an array need device memory before the op, and a full device is the
+    op's ResourceExhaustedError, never CuPy's own error."""
+    if backend.name != "cupy":
+        pytest.skip("device index arrays: the cupy backend")
+    import cupy
+    values = np.arange(8, dtype=np.float32).reshape(4, 2)
+    ta = gta.TensorArray("float32", size=4, clear_after_read=False).unstack(values)
+    target = ta if how in ("raw_gather", "gather") else \
+        gta.TensorArray("float32", size=2 if how == "split" else 4, infer_shape=False)
+    before = public_snapshot(target.handle)
+    strided = cupy.asarray(np.array([1, 9, 1, 9], np.int64))[::2]     # [1, 1]
+    call = {"raw_gather": lambda: ro.TensorArrayGatherV3(handle=ta.handle, indices=strided, flow_in=ta.flow,
+                                                          dtype=np.float32),
+            "gather": lambda: ta.gather(strided),
+            "scatter": lambda: target.scatter(strided[:1], np.ones((1, 2), np.float32)),
+            "split": lambda: target.split(np.ones(2, np.float32), strided)}[how]
+    with cupy.cuda.using_allocator(_refused), pytest.raises(errors.ResourceExhaustedError, match="cuda:0"):
+        call()
+    assert public_snapshot(target.handle) == before
+    result = call()                          # the same op, with room now
+    if "gather" in how:
+        assert host(result).tolist() == [[2.0, 3.0], [2.0, 3.0]]
+
+
 def test_create_allocates_through_the_door(backend, monkeypatch):
     counted, error = run_with_door(backend, monkeypatch, lambda: new(5, "float32", element_shape=[2]))
     assert error is None and len(counted.calls) == 1, counted.calls      # the flags; the slab comes later
