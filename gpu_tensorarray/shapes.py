@@ -8,7 +8,8 @@ import operator
 
 import numpy as np
 
-from .errors import InvalidArgumentError, about, described, shown
+from .backends.arrays import is_cupy_array
+from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
 
 __all__ = ["as_partial_shape", "check_element_count", "except_first", "format_shape", "is_fully_defined",
            "is_compatible", "merge"]
@@ -40,6 +41,14 @@ def as_partial_shape(spec, what="element_shape", owner=None):
             if bound > _INT64_MAX:
                 _check_size(spec, owner)
             return spec
+    if is_cupy_array(spec):
+        # As indices given on a device (host.host_ints): CuPy's 0-d arrays are no integers
+        # (no __index__), so the dimensions are read on the host.
+        try:
+            spec = spec.get()
+        except MemoryError as error:
+            raise ResourceExhaustedError(f"OOM when copying {what} from cuda:{spec.device.id} to the host: "
+                                         f"{described(error)}{about(owner)}") from None
     try:
         entries = _entries(spec)
     except InvalidArgumentError:

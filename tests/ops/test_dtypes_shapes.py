@@ -217,6 +217,17 @@ def test_an_integer_element_shape_means_a_vector_of_that_length(backend, spec):
         gather(handle, [1], element_shape=2)
 
 
+@pytest.mark.parametrize("spec", [[2, 3], 3], ids=["vector", "0-d"])
+def test_an_element_shape_in_the_backends_own_array_is_taken_on_every_backend(backend, spec):
+    """A shape held in the backend's array (a CuPy array on cupy, whose 0-d arrays are no integers)
+    is read on the host, as indices given so are."""
+    shape = backend.from_host(np.array(spec, np.int32))
+    handle, _ = new(1, element_shape=shape, clear_after_read=False)
+    expected = np.zeros([2, 3] if isinstance(spec, list) else [3], np.float32)
+    assert_same(read(handle, 0), expected)
+    assert_same(gather(handle, [0], element_shape=shape), expected[None])
+
+
 @pytest.mark.parametrize("bad", [True, False, np.bool_(True)], ids=["True", "False", "np-bool"])
 def test_a_bool_element_shape_is_refused(backend, bad):
     with raises(errors.InvalidArgumentError, "element_shape must be None, an integer or a sequence of dimensions"):
