@@ -106,6 +106,21 @@ class Registry:
         if handle is not None:
             self.close(handle)
 
+    def end_gradients(self, ends):
+        """``end_gradient(forward, source)`` for every pair of ``ends``, each one even when an
+        interrupt (an asynchronous exception) lands among them: it is raised once all are done.
+        A call it lands at the start of ran nothing, and runs once more (ending is idempotent)."""
+        raised = None
+        for forward, source in ends:
+            for _ in range(2):
+                try:
+                    self.end_gradient(forward, source)
+                    break
+                except BaseException as error:
+                    raised = raised or error
+        if raised is not None:
+            raise raised
+
     def live_arrays(self):
         """Every array still alive (closed ones too), as a list made at once: a weak map's own
         iteration fails when another thread's array dies meanwhile."""

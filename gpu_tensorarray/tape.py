@@ -255,6 +255,8 @@ class GradientTape:
             _accumulate(value_grads, id(target), gradient, backend)
 
         source = self._mint_source(arrays.values())
+        # Before any gradient array exists: what releases this computation's, whatever ends it.
+        ending = _Ending([(array, source) for array in arrays.values()])
         # The name TensorFlow's incoming gradient tensor would have: grad_source() finds the source in it.
         grad_names = {op_type: f"{source}/{op_type}_grad" for op_type in DTYPE_ATTR}
         array_flow = {}                                  # id(array) -> incoming flow gradient
@@ -288,13 +290,33 @@ class GradientTape:
                     _accumulate(value_grads, id(value), input_grads[WRITE_VALUE[op.type]], array.backend)
                     array_flow[id(array)] = input_grads[-1]
         finally:
-            for array in arrays.values():                # release this computation's grad arrays
-                registry.end_gradient(array, source)
+            ending()
         results = [value_grads.get(id(value)) for value in sources]
         if unconnected is UnconnectedGradients.ZERO:
             results = [_zeros_like(value, backend_of_value.get(id(value))) if gradient is None else gradient
                        for value, gradient in zip(sources, results)]
         return [(gradient, backend_of_value.get(id(value))) for value, gradient in zip(sources, results)]
+
+
+class _Ending:
+    """Ends a gradient computation on its forward arrays (registry.end_gradients): called when
+    it finishes, and again when dropped, should an interrupt have landed as the call began
+    (the frame's exception then drops it)."""
+
+    __slots__ = ("ends",)
+
+    def __init__(self, ends):
+        self.ends = ends
+
+    def __call__(self):
+        registry.end_gradients(self.ends)
+        self.ends = ()          # only now: an interrupt before leaves them for __del__ (ending twice is harmless)
+
+    def __del__(self):
+        try:
+            self()
+        except Exception:       # at interpreter exit the modules it needs may be gone
+            pass
 
 
 def _zeros_like(value, backend):

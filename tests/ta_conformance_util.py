@@ -5,7 +5,9 @@ Python lists, np.add.at); nothing in this module calls into the library except t
 thin op wrappers, which only forward their arguments to ``gpu_tensorarray.raw_ops``.
 """
 
+import contextlib
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -167,3 +169,21 @@ def name_number(name, base):
     match = re.fullmatch(re.escape(base) + r"_(\d+)", name)
     assert match, f"{name!r} is not of the form {base}_<n>"
     return int(match.group(1))
+
+
+@contextlib.contextmanager
+def interrupt_at(code, event, name=None):
+    """A KeyboardInterrupt raised once, where CPython delivers a signal: at the start of ``code``
+    (event "call"), or as a C function called in it returns ("c_return", ``name`` the function's).
+    The profiler in place before is put back (a test's coverage tracer is a trace function)."""
+    previous = sys.getprofile()
+
+    def hook(frame, what, arg):
+        if frame.f_code is code and what == event and (name is None or getattr(arg, "__name__", None) == name):
+            sys.setprofile(previous)
+            raise KeyboardInterrupt
+    sys.setprofile(hook)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)

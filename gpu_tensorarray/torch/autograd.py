@@ -113,11 +113,14 @@ _SOURCE_TAG = secrets.token_hex(4)
 
 
 class _Pass:
-    __slots__ = ("source", "grads", "rows", "compiled", "flows")
+    __slots__ = ("source", "grads", "ends", "rows", "compiled", "flows")
 
     def __init__(self, number):
         self.source = f"gradients_torch_{_SOURCE_TAG}_{number}"
         self.grads = {}                  # (root handle, path) -> (gradient array handle, its library TensorArray)
+        # (root handle, path) -> (forward array, source) of each gradient array asked for: noted
+        # before TensorArrayGradV3 runs, so the pass's end closes whatever an interrupted one made.
+        self.ends = {}
         self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
         # Compiled autograd sums the gradients of a tensor used twice (a flow that two reads
         # follow) with torch.add, which takes no None: there every gradient must be a tensor.
@@ -177,12 +180,14 @@ def _current_pass():
 
 def _end_pass(task):
     with _passes_lock:
-        backward_pass = _passes.pop(task, None)
+        backward_pass = _passes.get(task)
     if backward_pass is not None:
         # Closed and out of the forward array's grads: each pass has a fresh source, so a
-        # graph run backward many times (retain_graph) would otherwise pile them up.
-        for (root, path) in backward_pass.grads:
-            registry.end_gradient(registry.lookup(root), path + backward_pass.source)
+        # graph run backward many times (retain_graph) would otherwise pile them up. The pass
+        # goes only once they are: should an interrupt stop this, the finalizer ends it again.
+        registry.end_gradients(list(backward_pass.ends.values()))
+        with _passes_lock:
+            _passes.pop(task, None)
 
 
 def _grad_array(ctx, backward_pass, flow, create):
@@ -195,9 +200,10 @@ def _grad_array(ctx, backward_pass, flow, create):
     if made is None:
         if not create:
             return None
+        backward_pass.ends[key] = (registry.lookup(root), path + backward_pass.source)
         with cuda_scope(ctx.backend):
             handle, _ = raw_ops.TensorArrayGradV3(root, library_flow, path + backward_pass.source)
-        backward_pass.grads[key] = made = (handle, None)       # at once: the pass's end closes it
+        backward_pass.grads[key] = made = (handle, None)
     handle, library = made
     state = ArrayState(root, f"{path}{backward_pass.source}/", library_flow, flow, internal=True)
     gradient = _wrap(ctx.ta, handle, state, library)

@@ -606,3 +606,22 @@ def test_a_tf2_concat_then_a_write_has_the_concats_gradient(backend, later):
     grads = tape.gradient([c, s], [a, b, z], output_gradients=[arr(backend, [10.0, 20.0, 30.0], "float64"),
                                                                 arr(backend, [1.0, 2.0], "float64")])
     assert [host(g).tolist() for g in grads] == [[10.0, 20.0], [30.0], [1.0, 2.0]]
+
+
+
+@pytest.mark.parametrize("where", ["end_gradient", "end_gradients"])
+def test_an_interrupt_as_a_computation_releases_its_gradient_arrays_leaks_none(backend, where):
+    """Ctrl-C where a gradient() call closes its gradient arrays (as a closing, or the whole
+    release, begins): every one is closed all the same."""
+    from gpu_tensorarray.registry import Registry
+    from ta_conformance_util import interrupt_at
+    x = arr(backend, np.ones((4, 3)))
+    with gta.GradientTape(persistent=True) as tape:
+        ta = gta.TensorArray("float32", size=4).unstack(x)
+        y = ta.stack()
+    forward, before = gta.registry.lookup(ta.handle), live()
+    for _ in range(3):
+        with interrupt_at(getattr(Registry, where).__code__, "call"), pytest.raises(KeyboardInterrupt):
+            tape.gradient(y, x)
+    assert live() == before and not forward.grads
+    assert host(tape.gradient(y, x)).tolist() == np.ones((4, 3)).tolist()     # and it still differentiates

@@ -420,6 +420,29 @@ def test_an_interrupt_while_writes_become_a_node_loses_none_of_them(backend, mon
     assert_same_gradients(ours, reference, leaves((2, 3)))
 
 
+@pytest.mark.parametrize("where", ["grad_array_made", "release_begins"])
+def test_an_interrupt_in_a_backward_pass_leaves_no_gradient_array_open(backend, where):
+    """Ctrl-C as TensorArrayGradV3 returns (its array registered, the pass not yet told), or
+    as the pass's end begins to close its arrays: they are closed all the same."""
+    from gpu_tensorarray import raw_ops
+    from gpu_tensorarray.registry import Registry
+    from ta_conformance_util import interrupt_at
+    x = leaves((3, 2))[0]
+    ta = TensorArray(F64, size=3).unstack(x)
+    loss = ta.stack().sum()
+    forward, before = gta.registry.lookup(ta.handle), open_array_names()
+    # TensorArrayGradV3 makes the gradient array's flow (_new_flow) once the array is registered.
+    at = (raw_ops._new_flow.__code__ if where == "grad_array_made" else Registry.end_gradients.__code__, "call")
+    for _ in range(3):
+        with interrupt_at(*at), pytest.raises(KeyboardInterrupt):
+            loss.backward(retain_graph=True)
+        settle_autograd()
+    assert open_passes() == 0 and not forward.grads and not opened_since(before)
+    x.grad = None
+    loss.backward()
+    assert torch.equal(x.grad, torch.ones_like(x))
+
+
 def test_a_read_through_a_superseded_array_raises(backend):
     x = leaves((3,))[0]
     ta = TensorArray(F64, size=2)
