@@ -13,10 +13,10 @@ from .errors import InvalidArgumentError, ResourceExhaustedError, about, describ
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
            "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
-           "first_true", "element_count", "checked_int64_sum", "INT32_MAX", "INT64_MAX"]
+           "first_true", "element_count", "checked_int64_sum", "INT32_MIN", "INT32_MAX", "INT64_MAX"]
 
 INT32_MAX = 2**31 - 1
-_INT32_MIN = -(2**31)
+INT32_MIN = -(2**31)
 INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)
 _smallest, _largest = np.minimum.reduce, np.maximum.reduce     # ndarray.min/max without their Python wrapper
@@ -42,7 +42,7 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
             bounds = min(listed), max(listed)
         else:
             bounds = int(_smallest(value, axis=None)), int(_largest(value, axis=None))
-        if dtype_name != "int32" or (_INT32_MIN <= bounds[0] and bounds[1] <= INT32_MAX):
+        if dtype_name != "int32" or (INT32_MIN <= bounds[0] and bounds[1] <= INT32_MAX):
             return value.astype(np.int64, copy=False), bounds
     if type(value) is range:        # (a stack's gradient scatters into every slot)
         return _range_ints(value, what, dtype_name, owner)
@@ -97,7 +97,7 @@ def _fitting(low, high, what, dtype_name, owner):
 
 
 def _limits(dtype_name):
-    return (_INT32_MIN, INT32_MAX) if dtype_name == "int32" else (_INT64_MIN, INT64_MAX)
+    return (INT32_MIN, INT32_MAX) if dtype_name == "int32" else (_INT64_MIN, INT64_MAX)
 
 
 def _python_ints(value):
@@ -127,7 +127,7 @@ def scalar_int(value, what, message, owner=None):
     """A host Python int from a scalar; ``message`` (TensorFlow's) when the rank is not 0."""
     if type(value) is int or type(value) in NUMPY_INTS:     # a NumPy scalar: an index from a tensor
         number = int(value)
-        if _INT32_MIN <= number <= INT32_MAX:
+        if INT32_MIN <= number <= INT32_MAX:
             return number
     array = host_ints(value, what, owner=owner)
     if array.ndim != 0:

@@ -16,7 +16,7 @@ import numpy as np
 from . import dtypes
 from .backends import get_backend
 from .errors import InvalidArgumentError, NotFoundError, ResourceExhaustedError, about, described, shown
-from .host import (INT32_MAX, NUMPY_INTS, checked_int64_sum, host_indices, host_ints, host_ints_bounded,
+from .host import (INT32_MAX, INT32_MIN, NUMPY_INTS, checked_int64_sum, host_indices, host_ints, host_ints_bounded,
                    is_index_vector, scalar_int)
 from .registry import FORWARD, GRADIENTS, Handle, registry
 from .shapes import as_partial_shape
@@ -37,7 +37,6 @@ TensorArrayGradWithShapeOutput = namedtuple("TensorArrayGradWithShape", ["grad_h
 # per op is all recording costs when nothing does.
 _record = None
 _INDEX_NOT_SCALAR = "TensorArray index must be scalar, but had shape: "
-_INT32_MIN = -INT32_MAX - 1
 _DTYPES = dtypes.CACHE
 
 
@@ -137,7 +136,7 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     """Write ``value`` at ``index`` -> flow_out (``flow_in`` passed through)."""
     if type(index) is not int:      # a NumPy integer scalar (an index from a tensor) without a call
         index = _as_int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
-    if not _INT32_MIN <= index <= INT32_MAX:
+    if not INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
     flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
@@ -154,7 +153,7 @@ def TensorArrayReadV3(handle, index, flow_in, dtype, name=None):
     """The element at ``index`` (zeros for unwritten slots of a fully defined element shape)."""
     if type(index) is not int:      # a NumPy integer scalar (an index from a tensor) without a call
         index = _as_int(index) if type(index) in NUMPY_INTS else scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
-    if not _INT32_MIN <= index <= INT32_MAX:
+    if not INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
     try:

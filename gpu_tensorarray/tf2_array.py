@@ -25,7 +25,7 @@ import numpy as np
 from . import dtypes, messages, modes, raw_ops, tf2_lists
 from .conversion import truth
 from .errors import InvalidArgumentError, UnimplementedError
-from .host import INT32_MAX, host_ints, scalar_int
+from .host import INT32_MAX, INT32_MIN, host_ints, scalar_int
 from .registry import registry
 from .shapes import as_partial_shape, merge
 from .strings import as_strings, empty_strings
@@ -35,7 +35,6 @@ from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, Tenso
 __all__ = ["TF2TensorArray"]
 
 _new = object.__new__
-_INT32_MIN = -INT32_MAX - 1
 _UNSET = -1
 
 
@@ -292,7 +291,7 @@ class TF2TensorArray(TensorArray):
         """``value`` into slot ``index`` (replacing what it held); a dynamic array grows
         to ``index + 1``. Returns the TensorArray to go on with."""
         contents = self._current()
-        if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+        if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
             index = tf2_lists.index(index, "write")
         value = self._converted(value, contents, "write")
         shape = value.shape
@@ -320,7 +319,7 @@ class TF2TensorArray(TensorArray):
     def read(self, index: IntLike, name: str | None = None) -> Tensor:
         """The element at ``index`` (zeros for an unwritten slot of known shape)."""
         contents = self._current()
-        if type(index) is not int or not _INT32_MIN <= index <= INT32_MAX:
+        if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
             index = tf2_lists.index(index, "read")
         if not 0 <= index < contents.length:
             raise messages.list_read_bounds(index, contents.length)

@@ -113,14 +113,13 @@ _SOURCE_TAG = secrets.token_hex(4)
 
 
 class _Pass:
-    __slots__ = ("source", "grads", "ends", "rows", "compiled", "flows")
+    __slots__ = ("source", "grads", "rows", "compiled", "flows")
 
     def __init__(self, number):
         self.source = f"gradients_torch_{_SOURCE_TAG}_{number}"
-        self.grads = {}                  # (root handle, path) -> (gradient array handle, its library TensorArray)
-        # (root handle, path) -> (forward array, source) of each gradient array asked for: noted
-        # before TensorArrayGradV3 runs, so the pass's end closes whatever an interrupted one made.
-        self.ends = {}
+        # (root handle, path) -> (gradient array handle, its library TensorArray); None while
+        # TensorArrayGradV3 runs, so the pass's end closes whatever an interrupted one made.
+        self.grads = {}
         self.rows = {}                   # (root handle, path) -> {slot: row read} (_accumulated_grads)
         # Compiled autograd sums the gradients of a tensor used twice (a flow that two reads
         # follow) with torch.add, which takes no None: there every gradient must be a tensor.
@@ -185,7 +184,8 @@ def _end_pass(task):
         # Closed and out of the forward array's grads: each pass has a fresh source, so a
         # graph run backward many times (retain_graph) would otherwise pile them up. The pass
         # goes only once they are: should an interrupt stop this, the finalizer ends it again.
-        registry.end_gradients(list(backward_pass.ends.values()))
+        source = backward_pass.source
+        registry.end_gradients([(registry.lookup(root), path + source) for root, path in backward_pass.grads])
         with _passes_lock:
             _passes.pop(task, None)
 
@@ -200,7 +200,7 @@ def _grad_array(ctx, backward_pass, flow, create):
     if made is None:
         if not create:
             return None
-        backward_pass.ends[key] = (registry.lookup(root), path + backward_pass.source)
+        backward_pass.grads[key] = None
         with cuda_scope(ctx.backend):
             handle, _ = raw_ops.TensorArrayGradV3(root, library_flow, path + backward_pass.source)
         backward_pass.grads[key] = made = (handle, None)
