@@ -356,7 +356,10 @@ def test_compare_ops_times_the_backward_pass_alone(tmp_path):
                         ignore=shutil.ignore_patterns("__pycache__"))
         with open(copy / "gpu_tensorarray" / "torch" / module, "a") as source:
             source.write(patch)
-    for name, check in (("slow_backward", lambda ratio: ratio < 0.75), ("slow_forward", lambda ratio: 0.75 < ratio)):
+    # Timed alone, the forward's 4 ms (20 reads of 200 us) would put slow_forward near the
+    # slow_backward copy's ratio (about 0.2-0.3); the busy wait's cold caches still slow the
+    # copy's backward a little on a loaded machine (0.68 seen in CI): 0.5 tells the two apart.
+    for name, check in (("slow_backward", lambda ratio: ratio < 0.5), ("slow_forward", lambda ratio: 0.5 < ratio)):
         done = subprocess.run([sys.executable, os.path.join(_REPOSITORY, "bench", "compare_ops.py"), str(copies[name]),
                                _REPOSITORY, "--only", "elman_T20_backward", "--rounds", "1"],
                               capture_output=True, text=True, timeout=300, cwd=tmp_path)
