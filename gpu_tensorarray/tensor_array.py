@@ -305,14 +305,16 @@ class TensorArray:
 
 
 def _explained(error: InvalidArgumentError, ta: TensorArray, method: str) -> InvalidArgumentError:
-    """``error`` with what to change where the kernel's own advice does not fit the class."""
+    """``error`` with what to change, after TensorFlow's text, where the kernel's own advice does
+    not fit the class's array."""
     text = error.message
     if not ta._infer_shape and "(consider setting infer_shape=False)" in text:
-        text = text.replace("(consider setting infer_shape=False)",
-                            "(TensorArray.split: infer_shape is already False; this is the element_shape given at "
-                            "creation: leave element_shape out, or give None for the dimensions that vary)")
+        text += (f" (TensorArray.{method}: infer_shape is already False; the pieces must match the element_shape "
+                 f"given at creation: leave element_shape out, or give None for the dimensions that vary)")
     elif "is not marked as dynamically resizeable" in text:
-        text += f" (TensorArray.{method}: create the TensorArray with that size or dynamic_size=True)"
+        text += (f" (TensorArray.{method}: a dynamic array takes as many pieces as it has slots, or more)"
+                 if ta._dynamic_size else
+                 f" (TensorArray.{method}: create the TensorArray with that size or dynamic_size=True)")
     else:
         return error
     return type(error)(text)

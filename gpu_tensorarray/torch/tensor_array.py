@@ -13,6 +13,7 @@ import torch
 from .. import device as _device
 from .. import get_backend as _get_backend
 from .. import modes, raw_ops
+from ..errors import InvalidArgumentError
 from ..host import host_ints
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
@@ -233,7 +234,12 @@ class TensorArray:
             if type(array) is np.ndarray and known is not None and None not in known:
                 # The library class's write, less what a known shape leaves it to do:
                 # its flow orders nothing here (ours does), so its object stays.
-                raw_ops.TensorArrayWriteV3(ta._handle, index, array, ta._flow)
+                try:
+                    raw_ops.TensorArrayWriteV3(ta._handle, index, array, ta._flow)
+                except InvalidArgumentError:
+                    # The op changed nothing; the class's own checks come first (a wrong shape
+                    # before a wrong index, as TF1's Python layer): its error, as the class raises it.
+                    ta = ta.write(index, array)
             else:
                 ta = ta.write(index, array)
         else:

@@ -421,5 +421,5 @@ def _tf_name(dtype):
     """TensorFlow's name for a torch dtype, as the library's class names its dtypes in errors."""
     try:
         return tf_name(as_dtype(dtype))
-    except InvalidArgumentError:        # a dtype the bridge does not take: torch's name
-        return str(dtype)
+    except InvalidArgumentError:        # a dtype the bridge does not take: torch's name, as TensorFlow writes one
+        return str(dtype).removeprefix("torch.")

@@ -381,12 +381,28 @@ def test_tf1_unstack_into_a_smaller_array_gives_tensorflows_text_then_the_method
     assert gta.to_numpy(ta.write(0, np.ones(1, np.float32)).read(0)).tolist() == [1.0]    # the failed op changed nothing
 
 
-def test_tf1_split_shape_error_does_not_suggest_what_is_already_set(backend):
+def test_tf1_split_shape_error_keeps_tensorflows_text_and_says_what_is_already_set(backend):
     ta = gta.TensorArray("float32", size=2, infer_shape=False, element_shape=[2])
     with pytest.raises(errors.InvalidArgumentError) as raised:
         ta.split(np.zeros(3, np.float32), [1, 2])
-    assert "consider setting infer_shape=False" not in str(raised.value)
-    assert "TensorArray.split: infer_shape is already False" in str(raised.value)
+    tensorflows, ours = str(raised.value).split("(consider setting infer_shape=False).")
+    assert tensorflows.endswith("is incompatible with the TensorArray's inferred element shape: [2] ")
+    assert ours.startswith(" (TensorArray.split: infer_shape is already False")
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_tf1_split_size_error_advises_what_fits_the_array(backend, dynamic):
+    ta = gta.TensorArray("float16", size=2, dynamic_size=dynamic)
+    with pytest.raises(errors.InvalidArgumentError) as raised:
+        if dynamic:                  # a dynamic array larger than the pieces: TensorFlow's kernel refuses it too
+            ta.split(np.zeros(0, np.float16), [])
+        else:
+            ta.split(np.zeros(3, np.float16), [1, 1, 1])
+    text = str(raised.value)
+    assert text.startswith(f"TensorArray's size is not equal to the size of lengths (2 vs. {0 if dynamic else 3}), "
+                           f"and the TensorArray is not marked as dynamically resizeable")
+    assert ("dynamic_size=True" in text) is not dynamic
+    assert ("as many pieces as it has slots" in text) is dynamic
 
 
 def test_tf1_split_of_unequal_pieces_reports_the_ops_checks_first(backend):

@@ -866,6 +866,24 @@ def test_dtype_spellings_and_errors(backend):
     assert ta.write(0, torch.ones(2, dtype=F64)).read(0).tolist() == [1.0, 1.0]   # the failed write changed nothing
 
 
+@pytest.mark.parametrize("dynamic, index", [(False, 5), (True, -1)])
+def test_a_write_wrong_twice_raises_the_library_class_error(backend, dynamic, index):
+    """A write with a wrong shape and a wrong index, once the element shape is known: the
+    library class's error (the shape first, as TF1's Python layer checks it before the op)."""
+    def failure(ta, value):
+        with pytest.raises(InvalidArgumentError) as raised:
+            ta.write(index, value)
+        return str(raised.value)
+
+    library = gta.TensorArray("float64", size=2, dynamic_size=dynamic).write(0, np.ones(3))
+    ours = TensorArray(F64, size=2, dynamic_size=dynamic).write(0, torch.ones(3, dtype=F64, device=torch_device()))
+    expected = failure(library, np.ones(2))
+    assert "incompatible" in expected
+    text = failure(ours, torch.ones(2, dtype=F64, device=torch_device()))
+    assert text.replace(ours.handle.name, "NAME") == expected.replace(library.handle.name, "NAME")
+    assert ours.write(1, torch.ones(3, dtype=F64, device=torch_device())).stack().shape == (2, 3)   # nothing changed
+
+
 def test_size_and_indices_from_tensors(backend):
     ta = TensorArray(torch.int32, size=0, dynamic_size=True).write(torch.tensor(2), torch.tensor([5], dtype=torch.int32))
     size = ta.size()

@@ -121,8 +121,10 @@ def test_errors(backend):
         ta.write(2, torch.ones(2, dtype=F64))
     with pytest.raises(InvalidArgumentError, match="not fully defined"):
         ta.read(0)
-    with pytest.raises(InvalidArgumentError, match="Invalid data types"):
+    with pytest.raises(InvalidArgumentError, match="Invalid data types; op elements float but list elements double"):
         ta.write(0, torch.ones(2, dtype=torch.float32))
+    with pytest.raises(InvalidArgumentError, match="op elements bfloat16 but list elements double"):
+        ta.write(0, torch.ones(2, dtype=torch.bfloat16))       # TensorFlow's way of naming a dtype the array cannot hold
     with pytest.raises(UnimplementedError):
         ta.grad("gradients")
     with pytest.raises(UnimplementedError):
