@@ -256,8 +256,12 @@ def list_read_bounds(index, length):
     return tf2_error(f"Trying to access element {index} in a list with {length} elements.", "read")
 
 
-def list_gather_bounds(index, length):
-    return tf2_error(f"Index {index} out of range; list only has {length} elements.", "gather")
+def list_gather_bounds(index, length, shape_defined):
+    """TensorListGather's two texts: its loop over the indices, which merges their shapes while the
+    element shape is not fully defined, says one; its copy, where it is, the other (TensorFlow's typo kept)."""
+    if shape_defined:
+        return tf2_error(f"Index {index} out o range; list only has {length} elements.", "gather")
+    return tf2_error(f"Trying to gather element {index} in a list with {length} elements.", "gather")
 
 
 def list_indices_not_vector(method, shape):
@@ -316,6 +320,9 @@ def list_zeros_unknown(method, shape):
     if method == "read":
         return tf2_error(f"Trying to read an uninitialized tensor but element_shape is not fully defined: "
                          f"{format_shape(shape)} and no list element is set.", method)
+    if method == "stack":
+        return tf2_error(f"Tried to stack list which only contains uninitialized tensors and has a non-fully-defined "
+                         f"element_shape: {format_shape(shape)}", method)
     return tf2_error(f"Tried to {method} uninitialized tensors from a list with non-fully-defined element_shape: "
                      f"{format_shape(shape)}", method)
 

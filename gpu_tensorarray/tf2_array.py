@@ -27,7 +27,7 @@ from .conversion import truth
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import INT32_MAX, INT32_MIN, host_ints, scalar_int
 from .registry import registry
-from .shapes import as_partial_shape, merge
+from .shapes import as_partial_shape, is_fully_defined, merge
 from .strings import as_strings, empty_strings
 from .registry import Handle
 from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
@@ -336,7 +336,8 @@ class TF2TensorArray(TensorArray):
             raise messages.list_indices_not_vector("gather", indices.shape)
         bad = (indices < 0) | (indices >= contents.length)
         if bad.any():
-            raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length)
+            raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length,
+                                              is_fully_defined(self._merged(contents, "gather")))
         return self._rows(contents, indices, "gather")
 
     def _rows(self, contents, indices, method):

@@ -32,7 +32,7 @@ from ..dtypes import attribute_of, python_value_as, tf_name
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
-from ..shapes import as_partial_shape, merge
+from ..shapes import as_partial_shape, is_fully_defined, merge
 from .crossing import as_dtype, host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
@@ -321,7 +321,8 @@ class TF2TensorArray:
         indices = indices.tolist()
         for index in indices:
             if not 0 <= index < len(contents.phys):
-                raise messages.list_gather_bounds(index, len(contents.phys))
+                raise messages.list_gather_bounds(index, len(contents.phys), is_fully_defined(
+                    tf2_lists.merged(contents.element_shape, contents.list_shape, "gather")))
         if not indices:
             return self._zeros(contents, (0,) + tuple(self._zero_shape(contents, "gather", among=())))
         return self._rows(contents, indices, "gather")

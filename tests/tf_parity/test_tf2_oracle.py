@@ -330,6 +330,14 @@ def test_documented_crashes_and_contradictions_are_still_there():
     assert stack_unequal_pieces().shape == (2, 2)                       # no error: a (1,) piece read as (2,)
 
     @tf.function
+    def gather_past_the_end_of_nothing():
+        return tf.TensorArray(tf.float32, size=2, element_shape=[0]).gather([0, 5])
+
+    assert gather_past_the_end_of_nothing().shape == (2, 0)          # slot 5 of 2: no error
+    with pytest.raises(gta.errors.InvalidArgumentError, match="Index 5 out o range"):
+        gta.TensorArray("float32", size=2, element_shape=[0], mode="tf2").gather([0, 5])
+
+    @tf.function
     def split_no_lengths():
         return tf.TensorArray(tf.float32, size=0, dynamic_size=True).split(tf.zeros([0]), [0][:0]).size()
 
@@ -361,3 +369,23 @@ def test_documented_crashes_and_contradictions_are_still_there():
     with pytest.raises(tf.errors.InvalidArgumentError, match="twice"):
         eager_fibonacci()                                           # eager honours clear_after_read
     assert tf.function(eager_fibonacci)().numpy().tolist() == [0.0, 1.0, 1.0, 2.0]
+
+
+@pytest.mark.parametrize("case", [
+    (dict(size=3, element_shape=[None]), lambda ta: ta.stack()),
+    (dict(size=0, dynamic_size=True, element_shape=[None]), lambda ta: ta.gather([0])),
+    (dict(size=1, element_shape=[2]), lambda ta: ta.gather([1])),
+    (dict(size=2, element_shape=[None]), lambda ta: ta.gather([0, 1])),
+])
+def test_list_kernel_error_texts_are_tensorflows(case):
+    """The TensorList kernels' own texts, as tf.function gives them (TensorFlow's typo included)."""
+    arguments, op = case
+    graph = tf.Graph()
+    with graph.as_default():
+        fetch = op(tf.TensorArray(tf.float32, **arguments))
+    with tf.compat.v1.Session(graph=graph) as session, pytest.raises(tf.errors.InvalidArgumentError) as expected:
+        session.run(fetch)
+    text = expected.value.message.split("\n\t [[")[0].rsplit("\n", 1)[-1]     # the kernel's line, before the node
+    with pytest.raises(gta.errors.InvalidArgumentError) as raised:
+        op(gta.TensorArray("float32", mode="tf2", **arguments))
+    assert str(raised.value) == f"{text} (TensorArray.{'stack' if 'stack' in text else 'gather'}, mode 'tf2')"
