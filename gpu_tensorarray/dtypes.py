@@ -97,20 +97,37 @@ def _resolve(spec, owner):
     except Exception as error:      # whatever a caller's object raises (__getattr__ too), it is not a dtype
         raise InvalidArgumentError(f"Unknown dtype {shown(spec)} ({described(error)}); supported: "
                                    f"{_supported_names()}{about(owner)}") from None
-    if dtype.kind in "OSU" and not isinstance(spec, str) and spec is not str and spec is not bytes:
-        # TensorFlow's as_dtype: NumPy's object, bytes and str types and dtypes, Python's
-        # object and tf.string are tf.string; of names only "string" (above) is.
+    if dtype.kind in "OSU" and _names_strings(numpy_spec):
         return STRING
+    if dtype.kind == "O" and isinstance(numpy_spec, type):
+        # NumPy holds any other Python type (dict, list, a class of the caller's) as objects.
+        raise InvalidArgumentError(f"Unsupported dtype {shown(spec)}: NumPy would hold it as Python objects, which is "
+                                   f"no dtype here (strings are \"string\", np.object_ or tf.string); supported: "
+                                   f"{_supported_names()}{about(owner)}")
     if not is_supported(dtype):
         raise InvalidArgumentError(f"Unsupported dtype {shown(spec)}; supported: {_supported_names()}{about(owner)}")
     return dtype
+
+
+def _names_strings(numpy_spec):
+    """TensorFlow's as_dtype: NumPy's object, bytes and str types and dtypes, Python's
+    object and tf.string (its as_numpy_dtype is object) are tf.string; of names only
+    "string" (_resolve) is, and Python's str and bytes types are not."""
+    return (isinstance(numpy_spec, np.dtype) or numpy_spec is object
+            or (isinstance(numpy_spec, type) and issubclass(numpy_spec, np.generic)))
+
+
+_NAMES_ANY_CASE = NAMES | frozenset(_ALIASES) | {"string"}
 
 
 def _numpy_spec(spec):
     """What np.dtype() takes for ``spec`` (may raise whatever ``spec`` raises)."""
     if isinstance(spec, str):
         lowered = str.lower(spec)       # str's own: a subclass's methods are not consulted
-        return _ALIASES.get(lowered, lowered)
+        if lowered in _NAMES_ANY_CASE:
+            return _ALIASES.get(lowered, lowered)
+        # Anything else as given: NumPy's codes are case-sensitive ('B' uint8, 'b' int8).
+        return str.__str__(spec)
     if isinstance(spec, type) and spec in _PYTHON_TYPES:
         return _PYTHON_TYPES[spec]
     if hasattr(spec, "as_numpy_dtype"):

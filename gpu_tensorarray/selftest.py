@@ -11,7 +11,7 @@ For each backend checked (default: every available one but numpy, the reference)
 3. placement, on every device the backend has (each visible GPU on cupy): an
    array created there is written, grown, scattered, read, gathered and
    scatter-added through the public ops, and every result must live there.
-Prints a table (or JSON); the exit code is 1 when anything failed.
+Prints a table (or JSON); the exit code is 1 when anything failed, or when nothing could be checked.
 """
 
 import itertools
@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from . import accumulation, available_backends, device, dtypes, get_accumulation, get_backend
-from .errors import UnavailableError, UnimplementedError
+from .backends import _parse as parse_backend
+from .errors import InvalidArgumentError, UnavailableError, UnimplementedError
 from .tensor_array import TensorArray
 
 __all__ = ["run", "check_backend", "Check"]
@@ -49,35 +50,43 @@ class Check:
     seconds: float | None = None
 
 
-def run(specs=None, as_json=None, out=sys.stdout):
+def run(specs=None, as_json=None, out=None, err=None):
     """Check each backend in ``specs`` (names or devices; default: every available
-    one but numpy); print a table, or JSON to ``as_json`` ("-": ``out``). 0 when all passed."""
-    if specs is None:
-        found = available_backends()
-        specs = [name for name, problem in found.items() if problem is None and name != REFERENCE]
-        for name, problem in found.items():
-            if problem is not None:
-                print(f"selftest: {name} not checked: {problem}", file=out)
-    bfloat16_problem = _bfloat16_problem()
-    if bfloat16_problem:
-        print(f"selftest: bfloat16 not checked: {bfloat16_problem}", file=out)
-    checks = [check for spec in specs for check in check_backend(spec)]
-    if as_json:
-        text = json.dumps([asdict(check) for check in checks], indent=1)
-        if as_json == "-":
-            print(text, file=out)
-        else:
-            with open(as_json, "w") as file:
-                file.write(text + "\n")
+    one but numpy); print a table to ``out`` (default stdout), or JSON to the file
+    ``as_json`` ("-": to ``out``, every other line then to ``err``, default stderr, so
+    that ``out`` parses). 0 when all passed; 1 on a failure, and when nothing could be
+    checked (no backend but the numpy reference is usable: a machine whose kernels no
+    check reached has not passed)."""
+    out = sys.stdout if out is None else out
+    notes = (sys.stderr if err is None else err) if as_json == "-" else out
+    # Opened before the checks (minutes on a new GPU): a path that cannot be written fails first.
+    file = open(as_json, "w") if as_json and as_json != "-" else None
+    try:
+        if specs is None:
+            found = available_backends()
+            specs = [name for name, problem in found.items() if problem is None and name != REFERENCE]
+            for name, problem in found.items():
+                if problem is not None:
+                    print(f"selftest: {name} not checked: {problem}", file=notes)
+        bfloat16_problem = _bfloat16_problem()
+        if bfloat16_problem:
+            print(f"selftest: bfloat16 not checked: {bfloat16_problem}", file=notes)
+        checks = [check for spec in specs for check in check_backend(spec)]
+        if as_json:
+            text = json.dumps([asdict(check) for check in checks], indent=1)
+            print(text, file=out if file is None else file)
+    finally:
+        if file is not None:
+            file.close()
     if as_json != "-":
         _print_table(checks, out)
     failed = [check for check in checks if not check.ok]
     if not checks:
-        print("selftest: nothing was checked (no backend besides the numpy reference is usable here)", file=out)
-    elif as_json != "-":
+        print(f"selftest: nothing was checked: no backend besides the {REFERENCE} reference is usable here", file=notes)
+    else:
         print(f"selftest: {len(checks) - len(failed)} of {len(checks)} checks passed"
               + (f"; FAILED: {', '.join(sorted({c.check + '/' + c.dtype for c in failed}))}" if failed else ""),
-              file=out)
+              file=notes)
     return 1 if failed or not checks else 0
 
 
@@ -92,7 +101,7 @@ def check_backend(spec):
         load = Check(backend.name, backend.device, "load", "-", "-", "-", "works", loaded,
                      "" if loaded else f"a first gather returned {first.tolist()}", time.perf_counter() - start)
     except Exception as error:     # the report names whatever went wrong; nothing more can run
-        return [Check(str(spec), "?", "load", "-", "-", "-", "works", False, _describe(error))]
+        return [Check(*_requested(spec), "load", "-", "-", "-", "works", False, _describe(error))]
     reference = get_backend(REFERENCE)
     checks = [load]
     rng = np.random.default_rng(0)
@@ -107,6 +116,21 @@ def check_backend(spec):
         for mode in MODES:
             checks.append(_check_placement(placed, mode))
     return checks
+
+
+def _requested(spec):
+    """(backend, device) that ``spec`` asks for, for the row of one that did not load:
+    "-" for the device of a spec that names none."""
+    try:
+        parsed = parse_backend(spec)
+    except InvalidArgumentError:
+        return str(spec), "-"
+    if not isinstance(parsed, tuple):        # a Backend object
+        return parsed.name, parsed.device
+    name, index = parsed
+    if name != "cupy":
+        return name, "cpu"
+    return name, "cuda" if index is None else f"cuda:{index}"
 
 
 def _bfloat16_problem():
@@ -300,7 +324,7 @@ def _describe(error):
 
 def _print_table(checks, out):
     for (name, where), group in itertools.groupby(checks, key=lambda check: (check.backend, check.device)):
-        print(f"selftest: {name} on {where} (reference: {REFERENCE})", file=out)
+        print(f"selftest: {name}{'' if where == '-' else ' on ' + where} (reference: {REFERENCE})", file=out)
         print(f"  {'check':10s} {'mode':13s} {'dtype':10s} {'kernel':42s} {'compared':21s} {'time':>11s}  result",
               file=out)
         for check in group:

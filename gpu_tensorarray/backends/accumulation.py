@@ -1,7 +1,7 @@
 """How gradient arrays add: the scatter-add mode, one setting for the package.
 
 "deterministic" (the default): each destination sums its rows in arrival order,
-bitwise equal to a sequential loop and to np.add.at. "atomic": any order, with
+bitwise equal to TensorFlow's sequential adds (kernels/common.cuh). "atomic": any order, with
 atomics where the kernels have them. The ``accumulation()`` context chooses it,
 else the environment variable (read once, when this module loads), else the
 default. Only the kernel launches read it (kernel_rows.py); backends without
@@ -24,19 +24,21 @@ MODES = ("deterministic", "atomic")
 ENV = "GPU_TENSORARRAY_ACCUMULATION"
 
 _choice: contextvars.ContextVar[str | None] = contextvars.ContextVar("gpu_tensorarray_accumulation", default=None)
-_from_environment = os.environ.get(ENV) or "deterministic"   # checked where it is used: import never fails
+# Read as GPU_TENSORARRAY_MODE and _BACKEND are (stripped, any case); checked where it is
+# used, so that import never fails.
+_from_environment = (os.environ.get(ENV) or "deterministic").strip().lower()
 
 
-def checked_mode(mode: Any) -> str:
+def checked_mode(mode: Any, source: str = "") -> str:
     if mode not in MODES:
-        raise InvalidArgumentError(f"Unknown accumulation mode {shown(mode)}; known: {', '.join(MODES)}")
+        raise InvalidArgumentError(f"Unknown accumulation mode {shown(mode)}{source}; known: {', '.join(MODES)}")
     return mode
 
 
 def get_accumulation() -> str:
     """The active scatter-add mode: the ``accumulation()`` context, else the
     environment, else "deterministic"."""
-    return _choice.get() or checked_mode(_from_environment)
+    return _choice.get() or checked_mode(_from_environment, f" (from {ENV})")
 
 
 @contextlib.contextmanager

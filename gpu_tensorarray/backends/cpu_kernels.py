@@ -2,7 +2,7 @@
 (kernels/cpu_add_rows.cpp), built when the package is installed (setup.py).
 
 Optional: where the install found no compiler, or GPU_TENSORARRAY_CPU_KERNELS=0, the
-numpy backend adds with np.add.at instead: the same sums, bit for bit, only slower.
+numpy backend adds with NumPy instead (scatter_add.add_at): the same sums, bit for bit, only slower.
 ``status()`` says which and why. Nothing is compiled at run time.
 """
 
@@ -10,7 +10,7 @@ import functools
 import importlib
 import os
 
-__all__ = ["add_rows_function", "status", "reset", "DISABLE_ENV", "MODULE", "ADDED", "REFUSED", "OVERLAP"]
+__all__ = ["add_rows_function", "status", "reset", "not_built", "DISABLE_ENV", "MODULE", "ADDED", "REFUSED", "OVERLAP"]
 
 DISABLE_ENV = "GPU_TENSORARRAY_CPU_KERNELS"
 MODULE = "gpu_tensorarray._cpu_add_rows"
@@ -23,12 +23,25 @@ def _load():
         return None, f"{DISABLE_ENV}=0"
     try:
         module = importlib.import_module(MODULE)
+    except ModuleNotFoundError:
+        return None, f"{not_built(MODULE)}; the numpy backend adds with NumPy"
     except ImportError as error:
-        return None, (f"{MODULE} was not built when gpu_tensorarray was installed (no C++17 compiler then, or "
-                      f"the build failed: pip install -v shows why), so the numpy backend adds with np.add.at: "
-                      f"{error}")
+        return None, f"{MODULE} cannot be loaded ({error}); the numpy backend adds with NumPy"
     adds = {name: functools.partial(module.add_rows, position) for position, name in enumerate(module.dtype_names())}
     return adds, module
+
+
+def not_built(extension, installed_fix=""):
+    """Why the extension module ``extension`` of this package is missing, and what to do
+    (``installed_fix`` is added where the package is an installed one). A source checkout's
+    package (setup.py beside it: python run from the checkout imports it) has extensions only
+    once built there, whatever the install built elsewhere."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isfile(os.path.join(os.path.dirname(package), "setup.py")):
+        return (f"{extension} is not built in the source checkout {package}: build it there (python setup.py "
+                f"build_ext --inplace) or run from outside the checkout")
+    return (f"{extension} was not built when gpu_tensorarray was installed in {package} (no C++17 compiler then, "
+            f"or the build failed: pip install -v shows why){installed_fix}")
 
 
 _adds, _module = None, None
@@ -56,7 +69,7 @@ def add_rows_function(dtype):
     """``add(dst, indices, rows[, flags, required])`` -> ADDED, REFUSED or OVERLAP,
     or None when there is no compiled scatter-add for ``dtype`` here.
 
-    ``add`` adds ``rows[k]`` to ``dst[indices[k]]`` in order (bitwise np.add.at) and
+    ``add`` adds ``rows[k]`` to ``dst[indices[k]]`` in order (bitwise TensorFlow's adds) and
     answers ADDED; it writes nothing and answers REFUSED when an index lies outside
     ``dst``, or, given ``flags`` (bytes per destination row), when a destination's flag
     is not ``required``; OVERLAP when ``rows`` share memory with ``dst`` (copy them

@@ -17,6 +17,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import UnavailableError
 from . import kernel_sources
+from .cpu_kernels import not_built
 from .kernel_rows import KernelRows
 from .launch import CompiledKernels
 from .numpy import NumpyBackend
@@ -78,10 +79,9 @@ def _library():
     install did not build it."""
     spec = importlib.util.find_spec(LIBRARY)
     if spec is None or not spec.origin:
-        raise UnavailableError(f"The emulated backend's kernels ({LIBRARY}) were not built when gpu_tensorarray was "
-                               f"installed (no C++17 compiler then, or the build failed: pip install -v shows why). "
-                               f"Install one (Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++) and "
-                               f"reinstall the package; from a checkout, python setup.py build_ext --inplace")
+        raise UnavailableError("The emulated backend's kernels are missing: " + not_built(
+            LIBRARY, ". Install a compiler (Debian/Ubuntu: apt-get install g++; Fedora: dnf install gcc-c++) "
+                     "and reinstall the package"))
     try:
         return _EmulatedModule(spec.origin)
     except OSError as error:

@@ -47,3 +47,56 @@ def test_py_typed_ships_and_the_classifiers_say_so():
     classifiers = PYPROJECT["project"]["classifiers"]
     assert "Typing :: Typed" in classifiers
     assert not any(c.startswith("License ::") for c in classifiers)      # PEP 639: the expression says it
+
+
+# -- what the dependencies must be -----------------------------------------------------------------
+Requirement = pytest.importorskip("packaging.requirements").Requirement
+Version = pytest.importorskip("packaging.version").Version
+
+
+def _requirements(names):
+    """name -> Requirement, for the requirement strings ``names``."""
+    return {(parsed := Requirement(text)).name: parsed for text in names}
+
+
+def _floor(requirement):
+    """The version of ``requirement``'s ">=" (None without one)."""
+    floors = [Version(spec.version) for spec in requirement.specifier if spec.operator == ">="]
+    return floors[0] if floors else None
+
+
+def test_the_numpy_floor_has_the_dtype_codes_host_py_uses():
+    # np.dtype("n") / ("N") (intp, uintp), by which host.py names NumPy's integer types, exist from NumPy 2.0.
+    numpy = _requirements(PYPROJECT["project"]["dependencies"])["numpy"]
+    assert _floor(numpy) is not None and _floor(numpy) >= Version("2.0"), numpy
+
+
+def test_every_ml_dtypes_floor_imports_under_numpy_2():
+    # ml_dtypes 0.3.2's extension fails to import under NumPy 2; 0.4.0 is the first built against it.
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    floors = {name: _requirements(extra)["ml_dtypes"] for name, extra in extras.items()
+              if "ml_dtypes" in _requirements(extra)}
+    assert set(floors) >= {"bfloat16", "test"}
+    assert all((_floor(requirement) or Version("0")) >= Version("0.4.0") for requirement in floors.values()), floors
+
+
+def _ci_installs():
+    """The requirements .ci/run installs with pip after the test extra, each line's."""
+    lines = [line.split("install", 1)[1] for line in (ROOT / ".ci" / "run").read_text().splitlines()
+             if re.match(r"\s*python -m pip install --quiet [^.]", line)]
+    return [Requirement(word.strip('"')) for line in lines for word in line.split()
+            if not word.startswith("-") and not word.startswith("http")]
+
+
+def test_the_test_extra_installs_what_the_cupy_standin_tests_need():
+    # The README's test command installs ".[test]" alone; .ci/run adds CuPy and NVRTC for the
+    # [cupy] tests on the stand-in, torch (whose tests skip without it outside CI) and CI's tools.
+    test = _requirements(PYPROJECT["project"]["optional-dependencies"]["test"])
+    cuda = _requirements(PYPROJECT["project"]["optional-dependencies"]["cuda"])
+    needed = [requirement for requirement in _ci_installs() if requirement.name in cuda]
+    assert {requirement.name for requirement in needed} == {"cupy-cuda12x", "cuda-toolkit"}, needed
+    for requirement in needed:
+        assert requirement.name in test, requirement
+        assert test[requirement.name].specifier == cuda[requirement.name].specifier, requirement.name
+        assert requirement.extras <= test[requirement.name].extras, requirement
+    assert "torch" not in test
