@@ -2,7 +2,7 @@
 
 Two optional extensions, from kernels/:
 - gpu_tensorarray._cpu_add_rows: the numpy backend's scatter-add (cpu_add_rows.cpp), a
-  CPython extension module. Without it the numpy backend adds with np.add.at.
+  CPython extension module. Without it the numpy backend adds with NumPy.
 - gpu_tensorarray._emulated_kernels: every kernels/*.cu compiled for the CPU
   (emulated_kernels.cpp), a plain shared library the emulated backend loads with ctypes.
   Without it the emulated backend is unavailable.
@@ -22,10 +22,10 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 # -ffp-contract=off: no fused multiply-adds, so float sums are the kernels' as written
-# (bitwise np.add.at on the host, the GPU's order in the emulated kernels).
+# (bitwise TensorFlow's adds on the host, the GPU's order in the emulated kernels).
 FLAGS = ["-std=c++17", "-O3", "-ffp-contract=off"]
 _CONSEQUENCE = {
-    "gpu_tensorarray._cpu_add_rows": "the numpy backend adds with np.add.at (the same sums, slower)",
+    "gpu_tensorarray._cpu_add_rows": "the numpy backend adds with NumPy (the same sums, slower)",
     "gpu_tensorarray._emulated_kernels": "the emulated backend is unavailable",
 }
 

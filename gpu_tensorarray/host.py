@@ -12,7 +12,7 @@ from .backends.arrays import is_cupy_array
 from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
-           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
+           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats", "lone_arrivals",
            "first_true", "element_count", "checked_int64_sum", "INT32_MIN", "INT32_MAX", "INT64_MAX"]
 
 INT32_MAX = 2**31 - 1
@@ -219,6 +219,14 @@ def spans(starts, length):
     """Host int64 vector: start, start + 1, ..., start + length - 1 for each of ``starts`` in turn
     (the element positions of equally long pieces of a flat buffer)."""
     return (np.asarray(starts, np.int64)[:, None] + np.arange(length, dtype=np.int64)).reshape(-1)
+
+
+def lone_arrivals(indices, among=None):
+    """Host int64 vector: the positions of ``indices`` whose index occurs there once only (of
+    those where ``among``, a bool vector over the positions, holds), in order."""
+    _, first, counts = np.unique(indices, return_index=True, return_counts=True)
+    lone = np.sort(first[counts == 1])
+    return (lone if among is None else lone[among[lone]]).astype(np.int64)
 
 
 def has_duplicates(indices):

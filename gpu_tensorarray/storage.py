@@ -24,8 +24,8 @@ from types import MappingProxyType
 
 from . import dtypes, messages
 from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError
-from .host import (FLAG_BYTES, INT32_MAX, count_distinct, element_count, first_true, flag_view, flags_all_equal,
-                   flags_at, has_duplicates, index_vector, repeats)
+from .host import (FLAG_BYTES, INT32_MAX, count_distinct, element_count, first_true, flag_view,
+                   flags_all_equal, flags_at, has_duplicates, index_vector, lone_arrivals, repeats)
 from .layouts import new_layout
 from .shapes import check_element_count, is_compatible, is_fully_defined, merge
 
@@ -782,15 +782,24 @@ class ArrayStorage:
         # TF stores a slot's first arrival and adds later ones. Slots without a value
         # start from the identity that keeps every bit of what is added to it (-0.0:
         # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
+        # But an add flushes subnormals, as TF's CPU kernels do: where a slot's first arrival
+        # is added to, TF's next add flushes it too; a lone arrival is put back, every bit.
         empty = indices[valueless]
         identity = dtypes.exact_identity(self.dtype)
         fill = self._layout.prepare_fill(empty, identity, rows.shape[1:]) if len(empty) else None
         add = self._layout.prepare_add_rows(indices, rows, new_size)
+        lone = lone_arrivals(indices, None if type(valueless) is slice else valueless)
+        put = None
+        if len(lone):
+            put = self._layout.prepare_store_rows(
+                indices[lone], self.backend.prepare_take_rows(lone, rows.shape[1:], self.dtype)(rows))
 
         def change():
             if fill is not None:
                 fill()
             add()
+            if put is not None:
+                put()
         return written, filled, change, None, adds
 
     def _prepare_stores(self, indices, rows, new_size):

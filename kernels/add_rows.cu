@@ -17,7 +17,7 @@ __global__ void add_rows_atomic(T* __restrict__ dst, const T* __restrict__ rows,
 // Deterministic mode: the host groups the source rows by destination with a
 // stable sort; group g adds rows order[starts[g]] .. order[starts[g + 1] - 1]
 // into row destinations[g]. One thread per (group, column) adds them in that
-// (arrival) order, so each element is a sequential sum: bitwise np.add.at.
+// (arrival) order, so each element is a sequential sum: bitwise TensorFlow's.
 template <typename T>
 __global__ void add_rows_deterministic(T* __restrict__ dst, const T* __restrict__ rows,
                                        const long long* __restrict__ order,

@@ -29,18 +29,46 @@ __device__ __forceinline__ long long thread_stride() {
 }
 
 // ---- exact, order-preserving adds --------------------------------------------------
-// add_values(a, b) is the IEEE round-to-nearest sum that numpy computes, so a
-// sequence of them is bitwise equal to a sequential np.add.at.
+// add_values(a, b) is TensorFlow's sum on the CPU: IEEE round-to-nearest, with subnormals
+// flushed as TensorFlow runs its CPU kernels (port::ScopedFlushDenormal sets the FTZ and DAZ
+// flags): a subnormal operand counts as a zero of its sign, a subnormal sum becomes one. So
+// float32, float64, their complex parts and bfloat16 (added in float32) flush; float16, added
+// in float32, never meets a subnormal there. A sequence of them is TensorFlow's sequential sum.
+
+#ifdef GPU_TENSORARRAY_CPU_FLUSHES
+// The including file runs the adds with the CPU's FTZ and DAZ flags set (cpu_add_rows.cpp on
+// x86-64): the hardware flushes operands and sums alike. (A sum of two normal floats that is
+// subnormal is exact, so no rounding tells the two ways apart.)
+__device__ __forceinline__ float flush_float(float x) { return x; }
+__device__ __forceinline__ double flush_double(double x) { return x; }
+#else
+// x, or a zero of its sign when x is subnormal: on the bits, so no compiler flag changes it.
+__device__ __forceinline__ float flush_float(float x) {
+    const unsigned int bits = __float_as_uint(x);
+    return (bits & 0x7f800000u) ? x : __uint_as_float(bits & 0x80000000u);
+}
+
+__device__ __forceinline__ double flush_double(double x) {
+    const long long bits = __double_as_longlong(x);
+    return (bits & 0x7ff0000000000000LL) ? x : __longlong_as_double(bits & (long long)0x8000000000000000ULL);
+}
+#endif
 
 __device__ __forceinline__ float add_float(float a, float b) {
+    a = flush_float(a);
+    b = flush_float(b);
 #ifdef __CUDA_ARCH__
-    // CuPy compiles with -ftz=true; an explicit add.rn.f32 keeps subnormals as numpy does.
+    // An explicit add.rn.f32: whatever -ftz CuPy compiles with, the flush above is the only one.
     float sum;
     asm("add.rn.f32 %0, %1, %2;" : "=f"(sum) : "f"(a), "f"(b));
-    return sum;
+    return flush_float(sum);
 #else
-    return a + b;
+    return flush_float(a + b);
 #endif
+}
+
+__device__ __forceinline__ double add_double(double a, double b) {
+    return flush_double(flush_double(a) + flush_double(b));
 }
 
 // Narrow integers promote to int and wrap on the way back; unsigned ones wrap by definition.
@@ -62,18 +90,19 @@ template <>
 __device__ __forceinline__ float add_values<float>(float a, float b) { return add_float(a, b); }
 
 template <>
-__device__ __forceinline__ double add_values<double>(double a, double b) { return a + b; }
+__device__ __forceinline__ double add_values<double>(double a, double b) { return add_double(a, b); }
 
 // Half: add in float, round once to half. Float carries more than twice half's
-// precision, so this double rounding equals a correctly rounded half add (and numpy's).
+// precision, so this double rounding equals a correctly rounded half add (and numpy's and
+// TensorFlow's); a half (or a sum of two) is never subnormal in float, so nothing flushes.
 template <>
 __device__ __forceinline__ __half add_values<__half>(__half a, __half b) {
     return __float2half_rn(add_float(__half2float(a), __half2float(b)));
 }
 
-// bfloat16: add in float, round once to bfloat16, to nearest even. That is TensorFlow's
-// bfloat16 add and ml_dtypes' (NumPy's) too, and, as for half, equal to a correctly
-// rounded bfloat16 add. The rounding is written out rather than __float2bfloat16_rn
+// bfloat16: add in float (flushed, as above), round once to bfloat16, to nearest even. That
+// is TensorFlow's bfloat16 add, and ml_dtypes' (NumPy's) but for the flush; as for half, the
+// rounding equals a correctly rounded bfloat16 add. The rounding is written out rather than __float2bfloat16_rn
 // so that a NaN becomes ml_dtypes' quiet NaN with the sign kept (0x7fc0 / 0xffc0),
 // where CUDA's gives 0x7fff; infinities, overflow and subnormals round alike.
 __device__ __forceinline__ __nv_bfloat16 float_to_bfloat16_rn(float value) {
@@ -98,7 +127,7 @@ __device__ __forceinline__ complex64 add_values<complex64>(complex64 a, complex6
 
 template <>
 __device__ __forceinline__ complex128 add_values<complex128>(complex128 a, complex128 b) {
-    complex128 sum = {a.re + b.re, a.im + b.im};
+    complex128 sum = {add_double(a.re, b.re), add_double(a.im, b.im)};
     return sum;
 }
 

@@ -100,6 +100,24 @@ inline unsigned int __float_as_uint(float value) {
     return bits;
 }
 
+inline float __uint_as_float(unsigned int bits) {
+    float value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
+inline long long __double_as_longlong(double value) {
+    long long bits;
+    std::memcpy(&bits, &value, sizeof bits);
+    return bits;
+}
+
+inline double __longlong_as_double(long long bits) {
+    double value;
+    std::memcpy(&value, &bits, sizeof value);
+    return value;
+}
+
 inline float __bfloat162float(__nv_bfloat16 h) {
     const unsigned int bits = (unsigned int)h.bits << 16;
     float value;
@@ -132,6 +150,14 @@ inline float flush_subnormal(float value) {
 inline float atomicAdd(float* address, float value) {
     const float old = *address;
     *address = flush_subnormal(flush_subnormal(old) + flush_subnormal(value));
+    return old;
+}
+
+// And double's, which is IEEE with subnormals (the deterministic kernel's add_values flushes them,
+// as TensorFlow's CPU kernels do).
+inline double atomicAdd(double* address, double value) {
+    const double old = *address;
+    *address = old + value;
     return old;
 }
 

@@ -42,7 +42,7 @@ except Exception:  # the package mid-edit must not take the model down: load err
 __all__ = [
     "ReferenceModel", "Handle", "WouldCrash", "format_shape", "tf_dtype_name", "as_dtype",
     "TensorArrayV3Output", "TensorArrayConcatV3Output", "TensorArrayGradV3Output",
-    "TensorArrayGradWithShapeOutput", "OPS",
+    "TensorArrayGradWithShapeOutput", "OPS", "tf_add", "tf_add_at",
 ]
 
 OPS = (
@@ -132,6 +132,39 @@ def _merge(current, attr):
                 f"PartialTensorShape: Incompatible shapes during merge: {format_shape(current)} vs. {format_shape(attr)}")
         merged.append(a if a is not None else b)
     return tuple(merged)
+
+
+def tf_add(a, b):
+    """``a + b`` element by element as TensorFlow's CPU kernels add: they run with the FTZ and DAZ
+    flags set, so in float32 and float64 (and complex parts) a subnormal operand counts as a zero
+    of its sign and a subnormal sum becomes one; bfloat16 adds in float32, so the same; float16
+    (added in float32, where none of its values is subnormal) and integers add as NumPy does."""
+    a = np.asarray(a)
+    b = np.asarray(b).astype(a.dtype)
+    if a.dtype.kind == "c":
+        total = np.empty(np.broadcast_shapes(a.shape, b.shape), a.dtype)
+        total.real, total.imag = tf_add(a.real, b.real), tf_add(a.imag, b.imag)
+        return total
+    if a.dtype.name == "bfloat16":
+        return tf_add(a.astype(np.float32), b.astype(np.float32)).astype(a.dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if a.dtype not in (np.float32, np.float64):
+            return np.add(a, b, dtype=a.dtype)
+        return _flush(_flush(a) + _flush(b))
+
+
+def _flush(x):
+    zero = np.copysign(np.zeros((), x.dtype), x)
+    return np.where(np.abs(x) < np.finfo(x.dtype).tiny, zero, x)
+
+
+def tf_add_at(dst, indices, rows):
+    """A copy of ``dst`` with ``rows[k]`` added to row ``indices[k]`` for each k in turn (tf_add):
+    a gradient array's aggregation, one add at a time."""
+    out = np.array(dst)
+    for k, index in enumerate(np.asarray(indices).reshape(-1).tolist()):
+        out[index] = tf_add(out[index], rows[k])
+    return out
 
 
 def _host(value, default_int=np.int32):
@@ -264,8 +297,7 @@ class _Array:
             if value.dtype.kind not in "iufc":
                 raise errors.InvalidArgumentError(
                     f"tensor_array::AddToTensor type not supported: {tf_dtype_name(value.dtype)}")
-            with np.errstate(over="ignore"):
-                slot.tensor = np.add(slot.tensor, value, dtype=self.dtype)
+            slot.tensor = tf_add(slot.tensor, value)
             self.gradients_disallowed = True
         else:
             slot.tensor = value.copy()

@@ -166,7 +166,7 @@ class Backend:
         (scatter-add), ``dst`` having ``n_destinations`` rows of ``dtype``.
 
         ``mode`` is "deterministic" (each destination sums its rows in arrival order:
-        bitwise equal to a sequential loop and to np.add.at) or "atomic" (any order);
+        bitwise equal to TensorFlow's sequential adds, subnormals flushed) or "atomic" (any order);
         None: the active mode (accumulation.py). ``guard``: None, or (flags, value) with
         host flag bytes per destination: ``add`` then adds only if the flag of every
         destination in ``indices`` is ``value``, and answers whether it did (storage's

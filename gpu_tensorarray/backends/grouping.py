@@ -2,7 +2,7 @@
 
 The one host-side step behind every deterministic scatter-add: the numpy
 backend's sequential add and the add_rows_deterministic kernel both sum group g
-in the order given here, which is the order np.add.at (and TensorFlow) adds.
+in the order given here, which is the order TensorFlow (and np.add.at) adds.
 It costs O(len(indices)), never O(n_destinations): a one-row add into a large
 array stays as cheap as into a small one.
 """

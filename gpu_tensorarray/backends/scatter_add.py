@@ -1,6 +1,7 @@
 """The numpy backend's scatter-add: the compiled loop (cpu_kernels.py,
-kernels/cpu_add_rows.cpp) where the install built it, else np.add.at. Both add each
-destination's rows in arrival order, so the sums are the same, bit for bit.
+kernels/cpu_add_rows.cpp) where the install built it, else NumPy (``add_at``). Both add each
+destination's rows in arrival order, as TensorFlow's CPU kernels add (subnormals flushed:
+kernels/common.cuh's add_values), so the sums are the same, bit for bit.
 """
 
 import numpy as np
@@ -9,13 +10,13 @@ from ..host import flags_all_equal
 from .base import guarded
 from .cpu_kernels import ADDED, REFUSED, add_rows_function
 
-__all__ = ["prepare_add_rows_sequential"]
+__all__ = ["prepare_add_rows_sequential", "add_at"]
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))     # what the compiled loop reads as they are
 
 
 def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype, guard=None):
-    """-> ``add(dst)``: ``np.add.at(dst, indices, rows)``, bitwise. Whatever must be
+    """-> ``add(dst)``: ``add_at(dst, indices, rows)``, bitwise. Whatever must be
     allocated (a private copy of rows that are a view, which may be of the array's own
     storage: np.add.at reads rows as they were; int64 indices for the compiled loop) is
     allocated here, through ``backend.allocate``, so ``add`` cannot run out of memory half
@@ -37,7 +38,7 @@ def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype, g
         indices = backend.allocate(lambda: np.ascontiguousarray(indices, np.int64), 8 * len(indices),
                                    "scatter-add indices", host=True)
     if compiled is None:
-        return lambda dst: np.add.at(dst, indices, rows)
+        return lambda dst: add_at(dst, indices, rows)
     checks = () if guard is None else guard
 
     def add(dst):
@@ -48,6 +49,49 @@ def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype, g
             return False
         # An index outside dst (IndexError, as np.add.at), or a dst the loop cannot take
         # (never storage's own: its slab is contiguous, and its rows private, copied above).
-        np.add.at(dst, indices, rows)
+        add_at(dst, indices, rows)
         return True
     return add
+
+
+def add_at(dst, indices, rows):
+    """``dst[indices[k]] += rows[k]`` for k in order, as TensorFlow's CPU kernels add: np.add.at,
+    but for float32, float64, their complex parts and bfloat16 (added in float32) a subnormal
+    operand counts as a zero of its sign and a subnormal sum becomes one (kernels/common.cuh)."""
+    part = _FLUSHED_PARTS.get(dst.dtype.name)
+    if part is None:                            # integers, bool, float16: nothing to flush
+        np.add.at(dst, indices, rows)
+        return
+    indices = np.asarray(indices).reshape(-1)
+    if not len(indices):
+        return
+    # Round r adds every index's r-th row: a round's targets are distinct, so a plain
+    # assignment does each add once, and the rounds keep the arrival order.
+    order = np.argsort(indices, kind="stable")
+    ordered = indices[order]
+    firsts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    rank = np.empty(len(indices), np.int64)
+    rank[order] = np.arange(len(indices)) - np.repeat(firsts, np.diff(np.r_[firsts, len(indices)]))
+    for round_ in range(int(rank.max()) + 1):
+        taken = rank == round_
+        targets = indices[taken]
+        dst[targets] = _flushed_sum(dst[targets], rows[taken], np.dtype(part))
+
+
+_FLUSHED_PARTS = {"float32": "float32", "float64": "float64", "complex64": "float32", "complex128": "float64",
+                  "bfloat16": "float32"}
+
+
+def _flushed_sum(a, b, part):
+    if a.dtype.kind == "c":
+        total = np.empty(np.broadcast_shapes(a.shape, b.shape), a.dtype)
+        total.real = _flushed_sum(a.real, b.real, part)
+        total.imag = _flushed_sum(a.imag, b.imag, part)
+        return total
+    total = _flushed(_flushed(a.astype(part)) + _flushed(b.astype(part)))
+    return total.astype(a.dtype)                # bfloat16: rounded once, to nearest even
+
+
+def _flushed(x):
+    tiny = np.finfo(x.dtype).tiny
+    return np.where(np.abs(x) < tiny, np.copysign(np.zeros((), x.dtype), x), x)

@@ -1,7 +1,8 @@
 """The numpy backend's compiled scatter-add (backends/cpu_kernels.py, kernels/cpu_add_rows.cpp,
-built at install) against np.add.at, its np.add.at fallback where it was not built or is
-switched off (GPU_TENSORARRAY_CPU_KERNELS=0), and the aggregating scatter's O(1) checks
-(storage.py) against np.add.at and TensorFlow's errors. Tests that take the ``compiled``
+built at install) against a loop adding as TensorFlow does (reference_model.tf_add_at: np.add.at
+but for the subnormals TensorFlow's CPU kernels flush), its NumPy fallback where it was not built
+or is switched off (GPU_TENSORARRAY_CPU_KERNELS=0), and the aggregating scatter's O(1) checks
+(storage.py) against the same loop and TensorFlow's errors. Tests that take the ``compiled``
 fixture concern the compiled implementation only; the rest run on whichever is in use."""
 
 import importlib
@@ -12,6 +13,7 @@ import pytest
 
 from gpu_tensorarray import device, errors
 from gpu_tensorarray.backends import cpu_kernels, get_backend
+from reference_model import tf_add, tf_add_at
 from ta_conformance_util import (
     ALREADY_READ, NUMBER_DTYPES, assert_same, gather, grad, new, raises, read, sample, scatter, write,
 )
@@ -59,10 +61,7 @@ def _inputs(dtype, slots, count, width, distribution, seed):
 
 
 def _reference(start, indices, rows):
-    expected = start.copy()
-    with np.errstate(over="ignore", invalid="ignore"):
-        np.add.at(expected, indices, rows)
-    return expected
+    return tf_add_at(start, indices, rows)
 
 
 @pytest.mark.parametrize("dtype", NUMBER_DTYPES)
@@ -149,17 +148,25 @@ def test_a_column_sums_runs_of_one_index_in_order(compiled, count):
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64"])
-def test_compiled_add_keeps_signed_zeros_subnormals_and_overflow(wide, dtype):
+def test_compiled_add_flushes_subnormals_keeps_signed_zeros_and_overflows(wide, dtype):
+    """As TensorFlow's CPU kernels: subnormal operands and sums flushed (float16's kept: it adds
+    in float32), -0.0 + -0.0 = -0.0, max + max = inf."""
     info = np.finfo(dtype)
-    specials = np.array([-0.0, 0.0, info.smallest_subnormal, -info.smallest_subnormal, info.max, info.max,
-                         np.inf, -np.inf], dtype)
-    indices = np.array([0, 0, 1, 1, 2, 2, 3, 3])
+    tiny, subnormal = float(info.tiny), float(info.smallest_subnormal)
+    specials = np.array([-0.0, 0.0, subnormal, -subnormal, info.max, info.max, np.inf, -np.inf,
+                         3 * subnormal, 2 * subnormal, tiny * 1.5, -tiny, -0.0, -subnormal], dtype)
+    indices = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6])
     for width in (4, _wide(dtype)):
         rows = np.tile(specials[:, None], (1, width))
-        start = np.full((4, width), -0.0, dtype)
+        start = np.full((7, width), -0.0, dtype)
         dst = start.copy()
         assert wide(np.dtype(dtype))(dst, indices, rows) == ADDED
         assert_same(dst, _reference(start, indices, rows))
+        real = dst.real if dst.dtype.kind == "c" else dst
+        if dtype == "float16":
+            assert (real[4] == 5 * subnormal).all() and (real[6] == -subnormal).all()
+        else:           # 3 and 2 subnormals, tiny * 1.5 - tiny: zeros; -0.0 with a flushed -subnormal: -0.0
+            assert (real[4:7] == 0).all() and not np.signbit(real[4:6]).any() and np.signbit(real[6]).all()
 
 
 def test_compiled_add_refuses_an_index_out_of_range_and_changes_nothing(compiled):
@@ -230,6 +237,36 @@ def test_without_the_extension_np_add_at_gives_the_same_bits(no_compiler):
         assert_same(dst, _reference(start, indices, rows))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128", "bfloat16"])
+def test_without_the_extension_subnormals_flush_as_tensorflow_adds(no_compiler, dtype):
+    """The NumPy fallback (scatter_add.add_at) on values where subnormals arrive, cancel into
+    being and repeat, in every arrival order the rounds of repeated indices make."""
+    if dtype == "bfloat16":
+        dtype = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    part = np.float32 if np.dtype(dtype).name in ("complex64", "bfloat16") else np.float64
+    info = np.finfo(part)
+    rng = np.random.default_rng(3)
+    scales = np.array([1.0, float(info.tiny), float(info.tiny) * 3, float(info.smallest_subnormal) * 5, 0.0])
+
+    def values(shape):
+        magnitudes = rng.standard_normal(shape) * scales[rng.integers(0, len(scales), shape)]
+        if np.dtype(dtype).kind == "c":
+            return (magnitudes + 1j * rng.standard_normal(shape) * scales[rng.integers(0, 5, shape)]).astype(dtype)
+        return magnitudes.astype(dtype)
+
+    backend = get_backend("numpy")
+    for count in (1, 7, 200):
+        indices = rng.integers(0, 6, size=count)
+        start, rows = values((6, 5)), values((count, 5))
+        dst = start.copy()
+        backend.add_rows(dst, indices, rows)
+        expected = tf_add_at(start, indices, rows)
+        assert dst.tobytes() == expected.tobytes()
+    flushed = start.copy()
+    backend.add_rows(flushed, np.array([0]), np.full((1, 5), info.smallest_subnormal, part).astype(dtype))
+    assert flushed[0].tobytes() == tf_add(start[0], np.zeros(5, dtype)).tobytes()     # the subnormal adds nothing
+
+
 def test_the_environment_turns_the_compiled_add_off(monkeypatch):
     monkeypatch.setenv(cpu_kernels.DISABLE_ENV, "0")
     cpu_kernels.reset()
@@ -278,3 +315,19 @@ def test_a_read_slot_still_refuses_aggregation_after_fast_scatters(backend):
         scatter(g, np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]), np.ones((10, 2), np.float32))
     scatter(g, np.array([0, 1, 2, 3, 4, 6, 7, 8, 9, 10]), np.ones((10, 2), np.float32))   # the others still add
     assert_same(gather(g, [0, 11]), np.array([[3, 3], [2, 2]], np.float32))
+
+
+@pytest.mark.parametrize("checkout", [True, False], ids=["source-checkout", "installed"])
+def test_without_the_extension_the_reason_says_where_the_package_is(no_compiler, monkeypatch, tmp_path, checkout):
+    # Python run from a source checkout imports its package, which has no extensions until
+    # built there: "not built when installed" would send the user after the wrong install.
+    package = tmp_path / "gpu_tensorarray"
+    (package / "backends").mkdir(parents=True)
+    if checkout:
+        (tmp_path / "setup.py").write_text("")
+    monkeypatch.setattr(cpu_kernels, "__file__", str(package / "backends" / "cpu_kernels.py"))
+    cpu_kernels.reset()
+    usable, why = cpu_kernels.status()
+    assert not usable and cpu_kernels.MODULE in why and str(package) in why, why
+    assert ("python setup.py build_ext --inplace" in why and "outside the checkout" in why) == checkout, why
+    assert ("when gpu_tensorarray was installed" in why) != checkout, why

@@ -30,6 +30,7 @@ from gpu_tensorarray import errors
 from gpu_tensorarray import raw_ops as ro
 from gpu_tensorarray.registry import Handle, registry
 from hostile_util import INT32_MAX, Opaque, expect, expect_unchanged
+from reference_model import tf_add
 from ta_conformance_util import (
     CLOSED, FLOAT_DTYPES, TF_NAME, WRITE_DTYPE, assert_same, close, concat, f32, gather, grad, grad_with_shape,
     host, new, read, scatter, size, split, write,
@@ -359,40 +360,32 @@ def assert_same_up_to_nan_payload(actual, expected):
     assert not len(bad), f"mismatch at flat positions {bad[:10].tolist()}: {a[bad[:5]]} vs {e[bad[:5]]}"
 
 
-def _flush_subnormals(values):
-    """float32 parts that are subnormal become zeros of their sign (a copy)."""
-    parts = np.array(values).reshape(-1).view(np.float32)
-    tiny = (parts != 0) & (np.abs(parts) < np.finfo(np.float32).tiny)
-    parts[tiny] = np.copysign(np.float32(0), parts[tiny])
-    return parts.view(values.dtype).reshape(values.shape)
-
-
-def _np_add_at(slots, indices, rows, flush_adds=False, flush_first=False):
-    """np.add.at, or with ``flush_adds`` the GPU's float32 atomicAdd, which flushes
-    subnormal operands and sums to zero (float32 and complex64 parts alike), and with
-    ``flush_first`` its first arrival too (the atomic kernel adds it into -0.0)."""
+def _aggregated(slots, indices, rows, gpu_atomics=False):
+    """TensorFlow's aggregation: a slot's first arrival stored as it is, the later ones added
+    (reference_model.tf_add: subnormal operands and sums flushed to zeros of their sign); with
+    ``gpu_atomics`` added as a GPU's atomicAdd adds, float32's flushing so too, float64's keeping
+    subnormals (float32 and complex64 parts, float64 and complex128 parts)."""
     expected = np.zeros((slots,) + rows.shape[1:], rows.dtype)
-    first = {}
-    for position, index in enumerate(indices):   # TF stores the first arrival, adds the rest
-        if index in first:
+    keeps_subnormals = gpu_atomics and np.dtype(rows.dtype) in (np.float64, np.complex128)
+    first = set()
+    for position, index in enumerate(indices):
+        if index not in first:
+            expected[index] = rows[position]
+            first.add(index)
+        elif keeps_subnormals:
             with np.errstate(all="ignore"):
-                if flush_adds:
-                    expected[index] = _flush_subnormals(_flush_subnormals(expected[index])
-                                                        + _flush_subnormals(rows[position]))
-                else:
-                    np.add.at(expected, [index], rows[position:position + 1])
+                np.add.at(expected, [index], rows[position:position + 1])
         else:
-            first[index] = position
-            expected[index] = _flush_subnormals(rows[position]) if flush_first else rows[position]
+            expected[index] = tf_add(expected[index], rows[position])
     return expected
 
 
 @pytest.mark.parametrize("mode", ["deterministic", "atomic"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
-def test_special_float_values_aggregate_as_np_add_at(backend, dtype, mode):
+def test_special_float_values_aggregate_as_tensorflow(backend, dtype, mode):
     # inf + -inf = nan, nan + x = nan, -0.0 + -0.0 = -0.0, max + max = inf, subnormals
-    # add exactly: what np.add.at computes, bit for bit (NaN payloads aside), except
-    # that a GPU's float32 atomics flush subnormals to zero.
+    # flushed: what TensorFlow's CPU kernels compute, bit for bit (NaN payloads aside);
+    # a GPU's atomics (atomic mode off the numpy backend) as the hardware adds.
     values = special_values(dtype)
     n = len(values)
     rows = np.stack([values, values[::-1], values[::3].repeat(3)[:n]])         # [3, n]
@@ -406,11 +399,10 @@ def test_special_float_values_aggregate_as_np_add_at(backend, dtype, mode):
         by_write = grad(forward, "by_write")
         for index, row in zip(indices, rows):
             write(by_write, index, row)
-    # The GPU's float32 atomicAdd flushes subnormals (the emulated kernels model it);
-    # a write's first arrival is a plain store.
-    flush = mode == "atomic" and backend.name != "numpy" and np.dtype(dtype) in (np.float32, np.complex64)
-    assert_same_up_to_nan_payload(gather(g, [0, 1, 2], dtype), _np_add_at(3, indices, rows, flush, flush))
-    assert_same_up_to_nan_payload(gather(by_write, [0, 1, 2], dtype), _np_add_at(3, indices, rows, flush))
+    # Atomic mode off the numpy backend adds with the GPU's atomics (the emulated kernels model them).
+    atomics = mode == "atomic" and backend.name != "numpy"
+    assert_same_up_to_nan_payload(gather(g, [0, 1, 2], dtype), _aggregated(3, indices, rows, atomics))
+    assert_same_up_to_nan_payload(gather(by_write, [0, 1, 2], dtype), _aggregated(3, indices, rows, atomics))
 
 
 def test_inf_plus_minus_inf_is_nan(backend):

@@ -786,3 +786,48 @@ def test_lists_of_numpy_scalars_against_tensorflow(value):
     assert ours == in_graph, (ours, in_graph, eager)
     if eager == in_graph:
         assert ours == eager
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128", "bfloat16"])
+def test_gradient_arrays_add_subnormals_as_tensorflow(backend, dtype):
+    """TensorFlow's CPU kernels run with FTZ and DAZ: a gradient array's adds flush subnormal
+    operands and sums to zeros of their sign, a first arrival is stored with every bit.
+    Repeated indices in one scatter, then writes into slots with and without values."""
+    import gpu_tensorarray as gta
+    from gpu_tensorarray import raw_ops as ro
+
+    if dtype == "bfloat16":
+        dtype = np.dtype(pytest.importorskip("ml_dtypes").bfloat16)
+    dtype = np.dtype(dtype)
+    info = np.finfo({"complex64": np.float32, "complex128": np.float64, "bfloat16": np.float32}.get(dtype.name, dtype))
+    rng = np.random.default_rng(11)
+    # Mostly tiny magnitudes: an element whose arrivals are all tiny shows the flush.
+    subnormal = float(info.smallest_subnormal)
+    scales = np.array([1.0, float(info.tiny), float(info.tiny) * 1.5, subnormal * 3, subnormal * 50, 0.0])
+
+    def values(shape):
+        def part():
+            return rng.standard_normal(shape) * scales[rng.integers(0, len(scales), shape)]
+        return (part() + 1j * part()).astype(dtype) if dtype.kind == "c" else part().astype(dtype)
+
+    indices = rng.integers(0, 5, size=12).astype(np.int32)
+    rows, extra = values((12, 3)), values((2, 3))
+
+    def run(ops):
+        handle, flow = ops.TensorArrayV3(size=6, dtype=dtype, element_shape=[3])
+        grad, flow = ops.TensorArrayGradV3(handle=handle, flow_in=flow, source="gradients")
+        flow = ops.TensorArrayScatterV3(handle=grad, indices=indices, value=rows, flow_in=flow)
+        flow = ops.TensorArrayWriteV3(handle=grad, index=1, value=extra[0], flow_in=flow)   # onto a value
+        flow = ops.TensorArrayWriteV3(handle=grad, index=5, value=extra[1], flow_in=flow)   # a first arrival
+        return ops.TensorArrayGatherV3(handle=grad, indices=np.arange(6, dtype=np.int32), flow_in=flow,
+                                       dtype=dtype)
+
+    expected = np.asarray(run(tf.raw_ops))
+    unflushed = np.zeros((6, 3), dtype)          # the same adds in IEEE arithmetic, subnormals kept
+    seen = set()
+    for index, row in zip([*indices.tolist(), 1, 5], [*rows, *extra]):
+        unflushed[index] = unflushed[index] + row if index in seen else row
+        seen.add(index)
+    assert (unflushed.tobytes() == expected.tobytes()) == (dtype == np.float16)   # the data meets the flush
+    actual = gta.to_numpy(run(ro))
+    assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes()
