@@ -16,6 +16,8 @@ Cases (the call forms users write: keyword raw ops, ``np.int32`` indices, whole 
   indices, into one gradient array, per scatter;
 - grad_scatter_first: a scatter of range(20) rows of (16, 32) into a fresh gradient array
   (a stack's gradient), per scatter;
+- grad_scatter_first_repeats: a scatter of 1024 rows of (64,) float32 with random int32 indices
+  (repeats, lone ones) into a fresh gradient array (a gather's gradient), per scatter;
 - torch_read, torch_write: gpu_tensorarray.torch's untracked read and tracked write of a
   (16, 4) / (16, 32) float32 element, per call (numpy backend only);
 - torch_write_growing: 20 tracked writes of (16, 32) into a new dynamic_size array (size 0),
@@ -180,24 +182,35 @@ def grad_scatter_add(lib, backend):
     return calls
 
 
-def grad_scatter_first(lib, backend, steps=20):
+def _first_scatters(lib, backend, rows, indices, repeats):
+    """Seconds per scatter of ``rows`` at ``indices`` into a fresh gradient array of an array
+    holding ``rows``, ``repeats`` times per round."""
     R = lib.raw_ops
-    rows = backend.asarray(np.random.default_rng(0).random((steps, 16, 32), np.float32))
-    handle, flow = R.TensorArrayV3(size=steps, dtype=np.float32)
-    flow = R.TensorArrayScatterV3(handle=handle, indices=np.arange(steps), value=rows, flow_in=flow)
+    handle, flow = R.TensorArrayV3(size=len(rows), dtype=np.float32)
+    flow = R.TensorArrayScatterV3(handle=handle, indices=np.arange(len(rows)), value=rows, flow_in=flow)
     sources = iter(range(10**9))
 
     def calls():
         seconds = 0.0
-        for _ in range(20):
+        for _ in range(repeats):
             grad, grad_flow = R.TensorArrayGradV3(handle=handle, flow_in=flow, source=f"s{next(sources)}")
             start = time.perf_counter()
-            R.TensorArrayScatterV3(handle=grad, indices=range(steps), value=rows, flow_in=grad_flow)
+            R.TensorArrayScatterV3(handle=grad, indices=indices, value=rows, flow_in=grad_flow)
             backend.synchronize()
             seconds += time.perf_counter() - start
             R.TensorArrayCloseV3(handle=grad)
-        return seconds / 20
+        return seconds / repeats
     return calls
+
+
+def grad_scatter_first(lib, backend, steps=20):
+    rows = backend.asarray(np.random.default_rng(0).random((steps, 16, 32), np.float32))
+    return _first_scatters(lib, backend, rows, range(steps), 20)
+
+
+def grad_scatter_first_repeats(lib, backend):
+    rows = backend.asarray(np.random.default_rng(0).random((1024, 64), np.float32))
+    return _first_scatters(lib, backend, rows, np.random.default_rng(1).integers(0, 1024, 1024).astype(np.int32), 10)
 
 
 def torch_read(lib, backend):
@@ -317,7 +330,8 @@ def gru_t20(lib, backend, checkout):
 PER_CALL = {"raw_write": raw_write, "raw_write_np_int32": lambda lib, b: raw_write(lib, b, np.int32),
             "raw_read": raw_read, "raw_read_np_int32": lambda lib, b: raw_read(lib, b, np.int32),
             "raw_stack": raw_stack, "scatter_small": scatter_small, "grad_scatter_add": grad_scatter_add,
-            "grad_scatter_first": grad_scatter_first, "torch_read": torch_read, "torch_write": torch_write,
+            "grad_scatter_first": grad_scatter_first, "grad_scatter_first_repeats": grad_scatter_first_repeats,
+            "torch_read": torch_read, "torch_write": torch_write,
             "torch_write_growing": torch_write_growing, "elman_T20_backward": elman_backward}
 
 

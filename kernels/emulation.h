@@ -94,35 +94,22 @@ struct __nv_bfloat16 { unsigned short bits; };
 
 inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short bits) { return __nv_bfloat16{bits}; }
 
-inline unsigned int __float_as_uint(float value) {
-    unsigned int bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    return bits;
+// The CUDA bit casts common.cuh uses: the same bits as another type.
+template <typename To, typename From>
+inline To same_bits(From value) {
+    static_assert(sizeof(To) == sizeof(From), "a bit cast keeps the size");
+    To result;
+    std::memcpy(&result, &value, sizeof result);
+    return result;
 }
 
-inline float __uint_as_float(unsigned int bits) {
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
-}
-
-inline long long __double_as_longlong(double value) {
-    long long bits;
-    std::memcpy(&bits, &value, sizeof bits);
-    return bits;
-}
-
-inline double __longlong_as_double(long long bits) {
-    double value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
-}
+inline unsigned int __float_as_uint(float value) { return same_bits<unsigned int>(value); }
+inline float __uint_as_float(unsigned int bits) { return same_bits<float>(bits); }
+inline long long __double_as_longlong(double value) { return same_bits<long long>(value); }
+inline double __longlong_as_double(long long bits) { return same_bits<double>(bits); }
 
 inline float __bfloat162float(__nv_bfloat16 h) {
-    const unsigned int bits = (unsigned int)h.bits << 16;
-    float value;
-    std::memcpy(&value, &bits, sizeof value);
-    return value;
+    return __uint_as_float((unsigned int)h.bits << 16);
 }
 
 // ---- atomics: the grid runs on one thread, so a read-modify-write is atomic ---------
