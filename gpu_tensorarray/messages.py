@@ -258,7 +258,8 @@ def list_read_bounds(index, length):
 
 def list_gather_bounds(index, length, shape_defined):
     """TensorListGather's two texts: its loop over the indices, which merges their shapes while the
-    element shape is not fully defined, says one; its copy, where it is, the other (TensorFlow's typo kept)."""
+    list's own element shape is not fully defined, says one; its copy, where it is, the other
+    (TensorFlow's typo kept)."""
     if shape_defined:
         return tf2_error(f"Index {index} out o range; list only has {length} elements.", "gather")
     return tf2_error(f"Trying to gather element {index} in a list with {length} elements.", "gather")

@@ -220,7 +220,8 @@ def _compare(actual, expected, compared, dst, indices, rows):
         differ = _bits(actual) != _bits(expected)
     else:
         # Any order of the adds: each rounds, so within 2 * (adds) * (eps * magnitude + tiny);
-        # float32 atomics may flush subnormal results, which the tiny term allows.
+        # Atomics flush subnormals or keep them by dtype (float32's flush, float64's and
+        # bfloat16's keep them), unlike the deterministic adds: the tiny term allows either.
         magnitudes = np.abs(dst).astype(np.float64)
         np.add.at(magnitudes, indices, np.abs(rows).astype(np.float64))
         adds = np.bincount(indices, minlength=len(dst)).max() + 1

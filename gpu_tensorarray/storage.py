@@ -97,6 +97,7 @@ class ArrayStorage:
         self._native_type = self._layout.native_type
         self._fills_zeros = dtypes.fills_zeros(dtype)     # strings have no zeros (TensorSetZero)
         self._aggregatable = dtype in dtypes.AGGREGATABLE
+        self._flushes = dtype.name in dtypes.FLUSHING_NAMES        # its adds flush subnormals
         # source -> gradient array handle. The registry makes handles (make_gradient's
         # ``register``); the forward array keeps its gradient arrays alive, as TF's
         # per-step container does, and names them to whoever asks (``grads``).
@@ -788,7 +789,7 @@ class ArrayStorage:
         identity = dtypes.exact_identity(self.dtype)
         fill = self._layout.prepare_fill(empty, identity, rows.shape[1:]) if len(empty) else None
         add = self._layout.prepare_add_rows(indices, rows, new_size)
-        lone = lone_arrivals(indices, None if type(valueless) is slice else valueless)
+        lone = lone_arrivals(indices, None if type(valueless) is slice else valueless) if self._flushes else ()
         put = None
         if len(lone):
             put = self._layout.prepare_store_rows(
@@ -894,8 +895,8 @@ class ArrayStorage:
         except ResourceExhaustedError as error:
             raise messages.out_of_memory(self, error) from None
         if accepted:
-            # The add is the op's one change, a single call that allocates nothing: an
-            # interrupt lands before it or after it.
+            # The add is the op's one change, made in one step (the compiled loop; NumPy's
+            # computes aside and assigns at its end): an interrupt lands before it or after it.
             if add() is False:
                 return False
             self._accepted_shape = row_shape

@@ -337,7 +337,7 @@ class TF2TensorArray(TensorArray):
         bad = (indices < 0) | (indices >= contents.length)
         if bad.any():
             raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length,
-                                              is_fully_defined(self._merged(contents, "gather")))
+                                              is_fully_defined(contents.list_shape))
         return self._rows(contents, indices, "gather")
 
     def _rows(self, contents, indices, method):

@@ -140,11 +140,19 @@ inline float atomicAdd(float* address, float value) {
     return old;
 }
 
-// And double's, which is IEEE with subnormals (the deterministic kernel's add_values flushes them,
-// as TensorFlow's CPU kernels do).
+// And double's and bfloat16's, which keep subnormals (PTX's atom.add.f64, atom.add.noftz.bf16),
+// where the deterministic kernel's add_values flushes them, as TensorFlow's CPU kernels do.
 inline double atomicAdd(double* address, double value) {
     const double old = *address;
     *address = old + value;
+    return old;
+}
+
+inline __nv_bfloat16 float_to_bfloat16_rn(float value);     // common.cuh's rounding
+
+inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 value) {
+    const __nv_bfloat16 old = *address;
+    *address = float_to_bfloat16_rn(__bfloat162float(old) + __bfloat162float(value));
     return old;
 }
 

@@ -9,6 +9,7 @@ import numpy as np
 from ..host import flags_all_equal
 from .base import guarded
 from .cpu_kernels import ADDED, REFUSED, add_rows_function
+from .grouping import group_by_destination
 
 __all__ = ["prepare_add_rows_sequential", "add_at"]
 
@@ -55,27 +56,31 @@ def prepare_add_rows_sequential(backend, indices, rows, n_destinations, dtype, g
 
 
 def add_at(dst, indices, rows):
-    """``dst[indices[k]] += rows[k]`` for k in order, as TensorFlow's CPU kernels add: np.add.at,
-    but for float32, float64, their complex parts and bfloat16 (added in float32) a subnormal
-    operand counts as a zero of its sign and a subnormal sum becomes one (kernels/common.cuh)."""
+    """``dst[indices[k]] += rows[k]`` for k in order (``indices``: a vector; negative ones count
+    from the end, as np.add.at's), as TensorFlow's CPU kernels add: np.add.at, but for float32,
+    float64, their complex parts and bfloat16 (added in float32) a subnormal operand counts as a
+    zero of its sign and a subnormal sum becomes one (kernels/common.cuh). ``dst`` changes in
+    one assignment at the end: an interrupt or a failed allocation before it leaves it as it was."""
     part = _FLUSHED_PARTS.get(dst.dtype.name)
     if part is None:                            # integers, bool, float16: nothing to flush
         np.add.at(dst, indices, rows)
         return
-    indices = np.asarray(indices).reshape(-1)
+    indices = np.asarray(indices, np.int64).reshape(-1)
     if not len(indices):
         return
-    # Round r adds every index's r-th row: a round's targets are distinct, so a plain
-    # assignment does each add once, and the rounds keep the arrival order.
-    order = np.argsort(indices, kind="stable")
-    ordered = indices[order]
-    firsts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
-    rank = np.empty(len(indices), np.int64)
-    rank[order] = np.arange(len(indices)) - np.repeat(firsts, np.diff(np.r_[firsts, len(indices)]))
-    for round_ in range(int(rank.max()) + 1):
-        taken = rank == round_
-        targets = indices[taken]
-        dst[targets] = _flushed_sum(dst[targets], rows[taken], np.dtype(part))
+    if indices.min() < -len(dst) or indices.max() >= len(dst):
+        raise IndexError(f"index out of bounds for a scatter-add into {len(dst)} rows")
+    indices = np.where(indices < 0, indices + len(dst), indices)
+    rows = np.broadcast_to(rows, (len(indices),) + dst.shape[1:])
+    order, destinations, starts = group_by_destination(indices, len(dst))
+    sums, sizes = dst[destinations], np.diff(starts)
+    # Round r adds each group's r-th row, to the groups that have one: every add once, in
+    # arrival order, O(len(indices)) in all.
+    active = np.arange(len(destinations))
+    for round_ in range(int(sizes.max())):
+        active = active[sizes[active] > round_]
+        sums[active] = _flushed_sum(sums[active], rows[order[starts[active] + round_]], np.dtype(part))
+    dst[destinations] = sums
 
 
 _FLUSHED_PARTS = {"float32": "float32", "float64": "float64", "complex64": "float32", "complex128": "float64",

@@ -321,8 +321,7 @@ class TF2TensorArray:
         indices = indices.tolist()
         for index in indices:
             if not 0 <= index < len(contents.phys):
-                raise messages.list_gather_bounds(index, len(contents.phys), is_fully_defined(
-                    tf2_lists.merged(contents.element_shape, contents.list_shape, "gather")))
+                raise messages.list_gather_bounds(index, len(contents.phys), is_fully_defined(contents.list_shape))
         if not indices:
             return self._zeros(contents, (0,) + tuple(self._zero_shape(contents, "gather", among=())))
         return self._rows(contents, indices, "gather")

@@ -267,6 +267,43 @@ def test_without_the_extension_subnormals_flush_as_tensorflow_adds(no_compiler, 
     assert flushed[0].tobytes() == tf_add(start[0], np.zeros(5, dtype)).tobytes()     # the subnormal adds nothing
 
 
+@pytest.mark.parametrize("failure", [MemoryError, KeyboardInterrupt])
+def test_without_the_extension_a_failed_add_changes_nothing(no_compiler, monkeypatch, failure):
+    """The NumPy fallback adds aside and assigns at its end: a failure in its second round of
+    adds (repeated indices) leaves the gradient array as it was."""
+    from gpu_tensorarray.backends import scatter_add
+
+    with device("cpu"):
+        forward, _ = new(2, "float32", element_shape=[2])
+        g = grad(forward)
+        scatter(g, [0, 1], np.ones((2, 2), np.float32))
+        real, rounds = scatter_add._flushed_sum, []
+
+        def failing(*args):
+            rounds.append(None)
+            if len(rounds) == 2:
+                raise failure()
+            return real(*args)
+        monkeypatch.setattr(scatter_add, "_flushed_sum", failing)
+        with pytest.raises((errors.ResourceExhaustedError, KeyboardInterrupt)):
+            scatter(g, [0, 0, 1], np.full((3, 2), 2, np.float32))
+        monkeypatch.setattr(scatter_add, "_flushed_sum", real)
+        assert len(rounds) == 2
+        assert_same(gather(g, [0, 1], "float32"), np.ones((2, 2), np.float32))
+
+
+def test_without_the_extension_negative_indices_add_as_np_add_at(no_compiler):
+    from gpu_tensorarray.backends.scatter_add import add_at
+
+    start = np.arange(6, dtype=np.float32).reshape(3, 2)
+    indices, rows = np.array([-1, 2, 0, -3]), np.arange(8, dtype=np.float32).reshape(4, 2)
+    dst = start.copy()
+    add_at(dst, indices, rows)
+    expected = start.copy()
+    np.add.at(expected, indices, rows)           # no subnormals here: the same sums
+    assert_same(dst, expected)
+
+
 def test_the_environment_turns_the_compiled_add_off(monkeypatch):
     monkeypatch.setenv(cpu_kernels.DISABLE_ENV, "0")
     cpu_kernels.reset()

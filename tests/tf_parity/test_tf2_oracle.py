@@ -376,6 +376,7 @@ def test_documented_crashes_and_contradictions_are_still_there():
     (dict(size=0, dynamic_size=True, element_shape=[None]), lambda ta: ta.gather([0])),
     (dict(size=1, element_shape=[2]), lambda ta: ta.gather([1])),
     (dict(size=2, element_shape=[None]), lambda ta: ta.gather([0, 1])),
+    (dict(size=2), lambda ta: ta.write(0, [1.0, 1.0, 1.0]).gather([1, 5])),     # the list's own shape decides
 ])
 def test_list_kernel_error_texts_are_tensorflows(case):
     """The TensorList kernels' own texts, as tf.function gives them (TensorFlow's typo included)."""
