@@ -116,7 +116,7 @@ def demo(args):
         separate = first_source != second_source and not forward.grads
         print(f"tape.gradient #2 used source {second_source!r}: a separate grad array, {forward.name}@{second_source} "
               f"(#1's: {forward.name}@{first_source}), each closed by the tape before its gradient returned "
-              f"({forward.name} now holds {len(forward.grads)})")
+              f"({forward.name} now holds {len(forward.grads)} gradient arrays)")
 
         d1 = np.array([gta.to_numpy(g)[0] for g in d1])
         d2 = np.array([gta.to_numpy(g)[0] for g in d2])

@@ -59,8 +59,9 @@ def run(specs=None, as_json=None, out=None, err=None):
     check reached has not passed)."""
     out = sys.stdout if out is None else out
     notes = (sys.stderr if err is None else err) if as_json == "-" else out
-    # Opened before the checks (minutes on a new GPU): a path that cannot be written fails first.
-    file = open(as_json, "w") if as_json and as_json != "-" else None
+    # Opened before the checks (minutes on a new GPU): a path that cannot be written fails first;
+    # for appending, so that an interrupted run leaves an earlier run's results as they were.
+    file = open(as_json, "a") if as_json and as_json != "-" else None
     try:
         if specs is None:
             found = available_backends()
@@ -74,6 +75,9 @@ def run(specs=None, as_json=None, out=None, err=None):
         checks = [check for spec in specs for check in check_backend(spec)]
         if as_json:
             text = json.dumps([asdict(check) for check in checks], indent=1)
+            if file is not None:
+                file.seek(0)
+                file.truncate()
             print(text, file=out if file is None else file)
     finally:
         if file is not None:

@@ -26,7 +26,8 @@ ENV = "GPU_TENSORARRAY_ACCUMULATION"
 _choice: contextvars.ContextVar[str | None] = contextvars.ContextVar("gpu_tensorarray_accumulation", default=None)
 # Read as GPU_TENSORARRAY_MODE and _BACKEND are (stripped, any case); checked where it is
 # used, so that import never fails.
-_from_environment = (os.environ.get(ENV) or "deterministic").strip().lower()
+_environment = os.environ.get(ENV) or "deterministic"
+_from_environment = _environment.strip().lower()
 
 
 def checked_mode(mode: Any, source: str = "") -> str:
@@ -38,7 +39,12 @@ def checked_mode(mode: Any, source: str = "") -> str:
 def get_accumulation() -> str:
     """The active scatter-add mode: the ``accumulation()`` context, else the
     environment, else "deterministic"."""
-    return _choice.get() or checked_mode(_from_environment, f" (from {ENV})")
+    mode = _choice.get()
+    if mode is None:
+        if _from_environment not in MODES:       # the error quotes what was set
+            checked_mode(_environment, f" (from {ENV})")
+        mode = _from_environment
+    return mode
 
 
 @contextlib.contextmanager

@@ -10,7 +10,9 @@ import functools
 import importlib
 import os
 
-__all__ = ["add_rows_function", "status", "reset", "not_built", "DISABLE_ENV", "MODULE", "ADDED", "REFUSED", "OVERLAP"]
+from .extensions import not_built
+
+__all__ = ["add_rows_function", "status", "reset", "DISABLE_ENV", "MODULE", "ADDED", "REFUSED", "OVERLAP"]
 
 DISABLE_ENV = "GPU_TENSORARRAY_CPU_KERNELS"
 MODULE = "gpu_tensorarray._cpu_add_rows"
@@ -29,19 +31,6 @@ def _load():
         return None, f"{MODULE} cannot be loaded ({error}); the numpy backend adds with NumPy"
     adds = {name: functools.partial(module.add_rows, position) for position, name in enumerate(module.dtype_names())}
     return adds, module
-
-
-def not_built(extension, installed_fix=""):
-    """Why the extension module ``extension`` of this package is missing, and what to do
-    (``installed_fix`` is added where the package is an installed one). A source checkout's
-    package (setup.py beside it: python run from the checkout imports it) has extensions only
-    once built there, whatever the install built elsewhere."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if os.path.isfile(os.path.join(os.path.dirname(package), "setup.py")):
-        return (f"{extension} is not built in the source checkout {package}: build it there (python setup.py "
-                f"build_ext --inplace) or run from outside the checkout")
-    return (f"{extension} was not built when gpu_tensorarray was installed in {package} (no C++17 compiler then, "
-            f"or the build failed: pip install -v shows why){installed_fix}")
 
 
 _adds, _module = None, None

@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import UnavailableError
 from . import kernel_sources
-from .cpu_kernels import not_built
+from .extensions import not_built
 from .kernel_rows import KernelRows
 from .launch import CompiledKernels
 from .numpy import NumpyBackend

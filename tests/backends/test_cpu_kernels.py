@@ -362,7 +362,8 @@ def test_without_the_extension_the_reason_says_where_the_package_is(no_compiler,
     (package / "backends").mkdir(parents=True)
     if checkout:
         (tmp_path / "setup.py").write_text("")
-    monkeypatch.setattr(cpu_kernels, "__file__", str(package / "backends" / "cpu_kernels.py"))
+    from gpu_tensorarray.backends import extensions
+    monkeypatch.setattr(extensions, "__file__", str(package / "backends" / "extensions.py"))
     cpu_kernels.reset()
     usable, why = cpu_kernels.status()
     assert not usable and cpu_kernels.MODULE in why and str(package) in why, why

@@ -106,3 +106,20 @@ def test_selftest_reports_a_backend_that_cannot_load():
     out = io.StringIO()
     assert selftest.run(["no-such-backend"], out=out) == 1
     assert "FAILED: InvalidArgumentError: Unknown device or backend 'no-such-backend'" in out.getvalue()
+
+
+def test_an_interrupted_run_leaves_an_earlier_json_file_as_it_was(tmp_path, monkeypatch):
+    """The file is opened before the checks (a path that cannot be written fails first), but
+    written only once they are done."""
+    earlier = tmp_path / "checks.json"
+    earlier.write_text('[{"earlier": true}]')
+
+    def interrupted(spec):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(selftest, "check_backend", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        selftest.run(["emulated"], as_json=str(earlier), out=io.StringIO(), err=io.StringIO())
+    assert earlier.read_text() == '[{"earlier": true}]'
+    monkeypatch.undo()
+    assert selftest.run(["numpy"], as_json=str(earlier), out=io.StringIO(), err=io.StringIO()) in (0, 1)
+    assert "earlier" not in earlier.read_text() and isinstance(json.loads(earlier.read_text()), list)

@@ -166,7 +166,7 @@ def test_the_demo_names_the_grad_arrays_each_computation_made(capsys, monkeypatc
     line = next(line for line in out.splitlines() if line.startswith("tape.gradient #2"))
     assert made["gradients"].name in line and made["gradients_1"].name in line, line
     assert made["gradients"].name != made["gradients_1"].name
-    assert int(re.search(r"now holds (\d+)\)", line).group(1)) == open_when_made["gradients_2"], line
+    assert int(re.search(r"now holds (\d+) gradient arrays\)", line).group(1)) == open_when_made["gradients_2"], line
 
 
 # -- info from a source checkout, whose package has no extensions until built there -----------------

@@ -92,3 +92,4 @@ def test_an_unknown_accumulation_in_the_environment_names_the_variable():
     done = _in_a_new_process({"GPU_TENSORARRAY_ACCUMULATION": "Sequential"}, "gta.get_accumulation()")
     assert done.returncode == 1
     assert "InvalidArgumentError" in done.stderr and "GPU_TENSORARRAY_ACCUMULATION" in done.stderr, done.stderr
+    assert "'Sequential'" in done.stderr, done.stderr          # what was set, not its lower-cased form
