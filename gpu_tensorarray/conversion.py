@@ -97,7 +97,10 @@ def _host(value, owner):
 
 
 def _supported(host, dtype, owner):
-    """``host`` itself when TensorFlow has its dtype, else the error naming the dtype."""
+    """``host`` itself when TensorFlow has its dtype (a copy in this machine's byte order when it
+    is in the other, as TensorFlow converts it), else the error naming the dtype."""
+    if not host.dtype.isnative and host.dtype.kind in "biufc":
+        host = host.astype(host.dtype.newbyteorder("="))
     if dtypes.is_supported(host.dtype):
         return host
     if dtype is not None:

@@ -172,9 +172,18 @@ class ArrayStorage:
         self._hold = self._layout.hold = self.backend.array_hold(self._on_device)
 
     # -- checks shared by several ops (texts: messages.py) ---------------------------------------
-    def _check_value_dtype(self, value):
+    def _in_own_dtype(self, value):
+        """``value`` in the array's dtype: itself, or a copy in this machine's byte order where only
+        that differs (TensorFlow converts such a value); else the op's dtype error."""
         if value.dtype != self.dtype:
-            raise messages.written_dtype(self, value.dtype)
+            native = value.dtype.newbyteorder("=")
+            if native != self.dtype:
+                raise messages.written_dtype(self, native)
+            try:
+                return self.backend.contiguous(value, self.dtype)
+            except ResourceExhaustedError as error:
+                raise messages.out_of_memory(self, error) from None
+        return value
 
     def check_requested_dtype(self, dtype):
         if dtype != self.dtype:
@@ -212,9 +221,7 @@ class ArrayStorage:
             raise messages.out_of_memory(self, error) from None
 
     def _value(self, value):
-        value = self._converted(value)
-        self._check_value_dtype(value)
-        return value
+        return self._in_own_dtype(self._converted(value))
 
     # -- TensorArrayWriteV3 --------------------------------------------------------------------
     def write(self, index, value):
@@ -223,7 +230,7 @@ class ArrayStorage:
         if type(value) is not self._native_type:
             value = self._converted(value)
         if value.dtype is not self.dtype:                                     # 3
-            self._check_value_dtype(value)
+            value = self._in_own_dtype(value)
         shape = value.shape
         with self._lock, self._on_device:
             if self._attention:                                               # 4
@@ -843,7 +850,7 @@ class ArrayStorage:
         if type(value) is not self._native_type:
             value = self._converted(value)
         if value.dtype is not self.dtype:                                     # 3
-            self._check_value_dtype(value)
+            value = self._in_own_dtype(value)
         if value.ndim == 0:                                                   # 4
             raise messages.unpack_scalar(self, value.shape)
         with self._lock, self._on_device:
@@ -943,7 +950,7 @@ class ArrayStorage:
             size = max(self._size, count) if self._dynamic_size else self._size
             if size != count:
                 raise messages.split_count(self, size, count)
-            self._check_value_dtype(value)                                    # 9
+            value = self._in_own_dtype(value)                                 # 9
             if count and lengths.min() < 0:                                   # 7: TF aborts the process (§6.2)
                 position = int((lengths < 0).nonzero()[0][0])
                 raise messages.split_negative(self, position, int(lengths[position]))

@@ -61,6 +61,13 @@ def add_at(dst, indices, rows):
     float64, their complex parts and bfloat16 (added in float32) a subnormal operand counts as a
     zero of its sign and a subnormal sum becomes one (kernels/common.cuh). ``dst`` changes in
     one assignment at the end: an interrupt or a failed allocation before it leaves it as it was."""
+    # Overflow and inf - inf give inf and NaN silently, as in TensorFlow and the compiled loop,
+    # whatever NumPy's error settings say.
+    with np.errstate(over="ignore", invalid="ignore"):
+        _add_at(dst, indices, rows)
+
+
+def _add_at(dst, indices, rows):
     part = _FLUSHED_PARTS.get(dst.dtype.name)
     if part is None:                            # integers, bool, float16: nothing to flush
         np.add.at(dst, indices, rows)

@@ -7,6 +7,7 @@ fixture concern the compiled implementation only; the rest run on whichever is i
 
 import importlib
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -290,6 +291,18 @@ def test_without_the_extension_a_failed_add_changes_nothing(no_compiler, monkeyp
         monkeypatch.setattr(scatter_add, "_flushed_sum", real)
         assert len(rounds) == 2
         assert_same(gather(g, [0, 1], "float32"), np.ones((2, 2), np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "complex64"])
+def test_without_the_extension_overflow_is_inf_whatever_numpys_error_settings(no_compiler, dtype):
+    """inf, as TensorFlow and the compiled loop give, not NumPy's FloatingPointError."""
+    backend = get_backend("numpy")
+    big = np.finfo(dtype).max
+    dst = np.full((2, 2), big, dtype)
+    with np.errstate(all="raise"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        backend.add_rows(dst, np.array([0, 0, 1]), np.full((3, 2), big, dtype))
+    assert np.isinf(dst.real).all()
 
 
 def test_without_the_extension_negative_indices_add_as_np_add_at(no_compiler):
