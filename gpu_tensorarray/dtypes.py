@@ -23,7 +23,7 @@ from .errors import InvalidArgumentError, OpError, UnimplementedError, about, de
 
 __all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
            "exact_identity", "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES",
-           "AGGREGATABLE_NAMES", "FLUSHING_NAMES", "BFLOAT16", "STRING", "fills_zeros"]
+           "AGGREGATABLE_NAMES", "FLUSHING_NAMES", "flushes_subnormals", "BFLOAT16", "STRING", "fills_zeros"]
 
 BFLOAT16 = "bfloat16"
 STRING = np.dtype(object)       # strings.STRING: TensorFlow's as_numpy_dtype of tf.string
@@ -47,6 +47,13 @@ AGGREGATABLE_NAMES = frozenset(dt.name for dt in AGGREGATABLE) | {BFLOAT16}
 #: Those whose adds flush subnormals, as TensorFlow's CPU kernels add (kernels/common.cuh): float16
 #: adds in float32, where none of its values is subnormal, and integers have none.
 FLUSHING_NAMES = frozenset({"float32", "float64", "complex64", "complex128", BFLOAT16})
+_FLUSHING = frozenset(np.dtype(name) for name in FLUSHING_NAMES - {BFLOAT16})
+
+
+def flushes_subnormals(dtype):
+    """Whether ``dtype``'s adds flush subnormals (FLUSHING_NAMES), without ``dtype.name``, which
+    NumPy builds in Python at each call."""
+    return dtype in _FLUSHING or (dtype.kind == "V" and dtype.name == BFLOAT16)
 
 # The C type each kernel instantiation uses: the template argument T of
 # kernels/*.cu (kernel_sources.name_expression). kernels/common.cuh defines the

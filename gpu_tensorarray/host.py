@@ -222,10 +222,13 @@ def spans(starts, length):
 
 
 def lone_arrivals(indices, among=None):
-    """Host int64 vector: the positions of ``indices`` whose index occurs there once only (of
-    those where ``among``, a bool vector over the positions, holds), in order."""
-    _, first, counts = np.unique(indices, return_index=True, return_counts=True)
-    lone = np.sort(first[counts == 1])
+    """Host int64 vector: the positions of ``indices`` (slots: none negative) whose index occurs
+    there once only (of those where ``among``, a bool vector over the positions, holds), in order."""
+    if len(indices) and indices.max() < 8 * len(indices) + 4096:     # a count per slot: no sort
+        lone = np.flatnonzero(np.bincount(indices)[indices] == 1)
+    else:
+        _, first, counts = np.unique(indices, return_index=True, return_counts=True)
+        lone = np.sort(first[counts == 1])
     return (lone if among is None else lone[among[lone]]).astype(np.int64)
 
 

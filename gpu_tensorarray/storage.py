@@ -97,7 +97,7 @@ class ArrayStorage:
         self._native_type = self._layout.native_type
         self._fills_zeros = dtypes.fills_zeros(dtype)     # strings have no zeros (TensorSetZero)
         self._aggregatable = dtype in dtypes.AGGREGATABLE
-        self._flushes = dtype.name in dtypes.FLUSHING_NAMES        # its adds flush subnormals
+        self._flushes = dtypes.flushes_subnormals(dtype)
         # source -> gradient array handle. The registry makes handles (make_gradient's
         # ``register``); the forward array keeps its gradient arrays alive, as TF's
         # per-step container does, and names them to whoever asks (``grads``).

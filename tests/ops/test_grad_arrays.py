@@ -7,6 +7,7 @@ for TF's gradient tests (docs/semantics.md §5.3), with hand-computed expectatio
 import numpy as np
 import pytest
 
+import gpu_tensorarray as gta
 from gpu_tensorarray import errors
 from gpu_tensorarray import raw_ops as ro
 from ta_conformance_util import (
@@ -977,3 +978,21 @@ def test_the_common_case_path_adds_like_np_add_at_then_refuses_after_a_read(back
     ro.TensorArrayReadV3(g, 3, g_flow, "float32")
     with raises(errors.InvalidArgumentError, ALREADY_READ.format(name=g.name, index=3)):
         ro.TensorArrayScatterV3(g, np.array([0, 3]), backend.asarray(np.ones((2, 4), np.float32)), g_flow)
+
+
+@pytest.mark.parametrize("size", [8, 200_000])          # slots counted per slot, or found by a sort
+def test_a_lone_first_arrival_keeps_its_subnormals_beside_repeated_ones(backend, size):
+    """One scatter into a fresh gradient array: a slot that gets one row stores it, every bit
+    (TensorFlow stores a first arrival); a slot that gets two adds them, flushing subnormals
+    (TensorFlow's CPU adds do)."""
+    tiny = np.finfo(np.float32).smallest_subnormal
+    handle, flow = ro.TensorArrayV3(size=size, dtype="float32", element_shape=[2])
+    grad_handle, flow = ro.TensorArrayGradV3(handle=handle, flow_in=flow, source="gradients")
+    rows = np.array([[3 * tiny, 1.0], [5 * tiny, -tiny], [2 * tiny, 2.0]], np.float32)
+    last = size - 1
+    flow = ro.TensorArrayScatterV3(handle=grad_handle, indices=np.array([last, 3, last], np.int32), value=rows,
+                                   flow_in=flow)
+    lone = gta.to_numpy(ro.TensorArrayReadV3(handle=grad_handle, index=3, flow_in=flow, dtype="float32"))
+    added = gta.to_numpy(ro.TensorArrayReadV3(handle=grad_handle, index=last, flow_in=flow, dtype="float32"))
+    assert lone.tobytes() == rows[1].tobytes()
+    assert added.tolist() == [0.0, 3.0] and not np.signbit(added[0])
