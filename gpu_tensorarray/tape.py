@@ -248,14 +248,11 @@ class GradientTape:
                 arrays[id(op.array)] = op.array
                 backend_of_value.setdefault(id(op.inputs[WRITE_VALUE[op.type]]), op.array.backend)
 
-        # id(value) -> its gradient's contributions, (gradient, backend) each, in the order the walk
-        # below finds them: a target's own first, then those of the ops that used it, last op first.
-        value_grads = {}
+        value_grads = {}                                 # id(value) -> its gradient so far
         for target, gradient in zip(targets, target_grads):
             backend = self._producer[id(target)].array.backend
             backend_of_value.setdefault(id(target), backend)
-            value_grads.setdefault(id(target), []).append((gradient, backend))
-        firsts = {id(target) for target in targets}
+            _accumulate(value_grads, id(target), gradient, backend)
 
         source = self._mint_source(arrays.values())
         # Before any gradient array exists: what releases this computation's, whatever ends it.
@@ -272,10 +269,9 @@ class GradientTape:
                 grad_name = grad_names[op.type]
                 if op.type in READS:
                     output = op.outputs[0]
-                    contributions = value_grads.get(id(output))
-                    if contributions is None or id(output) not in reached or self._producer.get(id(output)) is not op:
+                    gradient = value_grads.get(id(output))
+                    if gradient is None or id(output) not in reached or self._producer.get(id(output)) is not op:
                         continue                         # not between the sources and the targets
-                    gradient = _summed(contributions, id(output) in firsts)
                     if op.type == "TensorArrayConcatV3":
                         input_grads = fn(op, gradient, None, grad_name=grad_name)
                     else:
@@ -287,16 +283,15 @@ class GradientTape:
                     if flow is None or id(value) not in reached:
                         continue                         # nothing read after it: not connected
                     if _writes_nothing(op):              # connected, with an empty gradient
-                        value_grads.setdefault(id(value), []).append(
-                            (array.backend.zeros(tuple(value.shape), value.dtype), array.backend))
+                        _accumulate(value_grads, id(value), array.backend.zeros(tuple(value.shape), value.dtype),
+                                    array.backend)
                         continue
                     input_grads = fn(op, flow, grad_name=grad_name)
-                    value_grads.setdefault(id(value), []).append((input_grads[WRITE_VALUE[op.type]], array.backend))
+                    _accumulate(value_grads, id(value), input_grads[WRITE_VALUE[op.type]], array.backend)
                     array_flow[id(array)] = input_grads[-1]
         finally:
             ending()
-        results = [_summed(value_grads[id(value)], id(value) in firsts) if id(value) in value_grads else None
-                   for value in sources]
+        results = [value_grads.get(id(value)) for value in sources]
         if unconnected is UnconnectedGradients.ZERO:
             results = [_zeros_like(value, backend_of_value.get(id(value))) if gradient is None else gradient
                        for value, gradient in zip(sources, results)]
@@ -327,7 +322,7 @@ class _Ending:
 def _zeros_like(value, backend):
     """Zeros of ``value``'s shape and dtype on ``backend``, else on the backend of its kind."""
     backend = backend or backend_of(value) or get_backend()
-    return backend.zeros(tuple(value.shape), dtypes.as_dtype(value.dtype))
+    return backend.zeros(tuple(value.shape), dtypes.as_dtype(np.dtype(value.dtype).newbyteorder("=")))
 
 
 def _unconnected_mode(value):
@@ -391,19 +386,6 @@ def _target_gradient(target, gradient, producer):
         raise InvalidArgumentError(f"An output gradient of shape {list(gradient.shape)} was given for a target "
                                    f"of shape {list(target.shape)}")
     return gradient
-
-
-def _summed(contributions, target_first):
-    """A value's gradient from its contributions (as ``gradient`` gathers them: a target's own
-    first when ``target_first``, then the ops', last op first), added left to right in the
-    order of the ops they came from, as TensorFlow's AddN adds them (its flush of subnormals
-    included); one contribution as it is."""
-    head = contributions[:1] if target_first else []
-    ordered = head + contributions[len(head):][::-1]
-    total = {}
-    for gradient, backend in ordered:
-        _accumulate(total, 0, gradient, backend)
-    return total[0]
 
 
 def _accumulate(grads, key, gradient, backend):

@@ -172,7 +172,10 @@ class TF2TensorArray(TensorArray):
             except InvalidArgumentError as error:
                 raise messages.tf2_error(error.message, method, type(error)) from None
         if value.dtype != self._dtype:
-            raise messages.list_dtype(method, dtypes.tf_name(value.dtype), dtypes.tf_name(self._dtype))
+            native = value.dtype.newbyteorder("=")
+            if native != self._dtype:
+                raise messages.list_dtype(method, dtypes.tf_name(native), dtypes.tf_name(self._dtype))
+            value = value.astype(native)        # a NumPy value in the other byte order, as TensorFlow converts it
         if self._dtype is dtypes.STRING:
             # Every element checked now: unstack and split replace the storage before their op converts.
             value = as_strings(value, contents.handle)

@@ -60,7 +60,8 @@ class NumpyBackend(Backend):
     def contiguous(self, array, dtype):
         if array.dtype == dtype and array.flags.c_contiguous:
             return array
-        return self.allocate(lambda: np.ascontiguousarray(array, dtype), _nbytes(array.shape, dtype),
+        # np.array, not np.ascontiguousarray: that makes a 0-d array 1-d.
+        return self.allocate(lambda: np.array(array, dtype, order="C"), _nbytes(array.shape, dtype),
                              f"a contiguous copy of a value of shape {list(array.shape)}")
 
     def from_host(self, host_array):

@@ -188,6 +188,27 @@ def test_a_value_in_the_other_byte_order_is_converted_as_tensorflow_converts_it(
     victim = Victim("float64")              # still a float: the dtype error names it so
     refused(errors.InvalidArgumentError, lambda: write(victim.handle, 1, value),
             WRITE_DTYPE.format(array="double", value="float"), victim=victim)
+    scalar = np.array(1.5, FOREIGN_ORDER + "f4")
+    assert gta.to_numpy(gta.TensorArray("float32", size=1, infer_shape=False).write(0, scalar).read(0)).shape == ()
+    assert float(gta.to_numpy(gta.TensorArray("float32", size=1, element_shape=[]).write(0, scalar).read(0))) == 1.5
+
+
+def test_mode_tf2_converts_a_value_in_the_other_byte_order_too(backend):
+    rows = np.array([[1.5], [-2.0]], FOREIGN_ORDER + "f4")
+    for op in (lambda ta: ta.write(0, rows[0]).write(1, rows[1]), lambda ta: ta.scatter([0, 1], rows),
+               lambda ta: ta.unstack(rows), lambda ta: ta.split(rows.reshape(-1), [1, 1])):
+        ta = op(gta.TensorArray("float32", size=2, mode="tf2"))
+        assert gta.to_numpy(ta.stack()).tolist() == [[1.5], [-2.0]]
+    with pytest.raises(errors.InvalidArgumentError, match="op elements double but list elements float"):
+        gta.TensorArray("float32", size=2, mode="tf2").write(0, np.array([1.5], FOREIGN_ORDER + "f8"))
+
+
+def test_an_unconnected_source_in_the_other_byte_order_gets_native_zeros(backend):
+    source = np.array([1.0, 2.0], FOREIGN_ORDER + "f4")
+    with gta.GradientTape() as tape:
+        target = gta.TensorArray("float32", size=1).write(0, np.ones(2, np.float32)).read(0)
+    zeros = gta.to_numpy(tape.gradient(target, source, unconnected_gradients="zero"))
+    assert zeros.dtype == np.float32 and zeros.tolist() == [0.0, 0.0]
 
 
 def test_a_python_str_gets_tensorflows_write_error(backend):

@@ -391,36 +391,3 @@ def test_list_kernel_error_texts_are_tensorflows(case):
         op(gta.TensorArray("float32", mode="tf2", **arguments))
     assert str(raised.value) == f"{text} (TensorArray.{'stack' if 'stack' in text else 'gather'}, mode 'tf2')"
 
-
-@pytest.mark.parametrize("given", [(3e38, 3e38, -3e38), (-3e38, 3e38, 3e38), (3e38, -3e38, 3e38)])
-def test_a_values_gradients_add_in_tensorflows_order(given):
-    """A value's gradient gathered from several ops adds left to right in the order of the ops,
-    a target's own gradient first, as tf.GradientTape's AddN adds them: a sum that overflows in
-    one order and not in another tells the orders apart."""
-    x0 = np.array([1.0], np.float32)
-
-    def tensorflow(x, ops):
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            targets = ops(tf.TensorArray, x)
-        return tape.gradient(targets, x, output_gradients=[tf.constant([g], tf.float32) for g in given]).numpy()
-
-    def ours(x, ops):
-        with gta.GradientTape() as tape:
-            targets = ops(lambda *args, **kwargs: gta.TensorArray(*args, mode="tf1", **kwargs), x)
-        return gta.to_numpy(tape.gradient(targets, x, output_gradients=[np.array([g], np.float32) for g in given]))
-
-    def written_thrice(tensor_array, x):
-        ta = tensor_array("float32", size=3)
-        for slot in range(3):
-            ta = ta.write(slot, x)
-        return [ta.read(slot) for slot in range(3)]
-
-    def read_then_written_twice(tensor_array, x):
-        y = tensor_array("float32", size=1).write(0, x).read(0)
-        ta = tensor_array("float32", size=2).write(0, y).write(1, y)
-        return [y, ta.read(0), ta.read(1)]
-
-    for ops in (written_thrice, read_then_written_twice):
-        expected = tensorflow(tf.constant(x0), ops)
-        assert ours(x0, ops).tobytes() == expected.tobytes(), (ops.__name__, given, expected)
