@@ -166,7 +166,7 @@ class TF2TensorArray(TensorArray):
         if dtypes.attribute_of(value, "dtype") is None and dtypes.attribute_of(value, "__dlpack__") is None:
             value = tf2_lists.converted(method, dtypes.python_value_as, value, self._dtype)
         backend = contents.array.backend
-        if type(value) is not backend.array_type and type(value) is not np.ndarray:
+        if type(value) is not backend.array_type and not _numpy_as_is(value):
             try:
                 value = backend.asarray(value)
             except InvalidArgumentError as error:
@@ -469,6 +469,15 @@ class TF2TensorArray(TensorArray):
     def close(self, name: str | None = None) -> None:
         """Nothing to do: as in TensorFlow 2, the values go when the last reference does."""
         self._current()
+
+
+
+def _numpy_as_is(value):
+    """A NumPy array whose dtype and shape are NumPy's own, a subclass's too (what a read returns
+    on the CPU is one): the op gets it as it is, so that a tape knows it by identity."""
+    cls = type(value)
+    return cls is np.ndarray or (isinstance(value, np.ndarray) and cls.dtype is np.ndarray.dtype
+                                 and cls.shape is np.ndarray.shape)
 
 
 modes.register_class("tf2", TF2TensorArray)

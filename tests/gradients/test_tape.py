@@ -625,3 +625,17 @@ def test_an_interrupt_as_a_computation_releases_its_gradient_arrays_leaks_none(b
             tape.gradient(y, x)
     assert live() == before and not forward.grads
     assert host(tape.gradient(y, x)).tolist() == np.ones((4, 3)).tolist()     # and it still differentiates
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_a_read_written_into_another_array_stays_connected(backend, mode):
+    """What a read returns, written into a second array twice: its gradient is the sum of what
+    reaches it, the target's own and both reads' (each a copy of it: their output gradients)."""
+    x = backend.asarray(np.array([1.0, -1.0], np.float32))
+    with gta.GradientTape() as tape:
+        y = gta.TensorArray("float32", size=1, mode=mode).write(0, x).read(0)
+        z = gta.TensorArray("float32", size=2, mode=mode).write(0, y).write(1, y)
+        targets = [y, z.read(0), z.read(1)]
+    given = [np.array([1.0, 10.0], np.float32), np.array([2.0, 20.0], np.float32), np.array([4.0, 40.0], np.float32)]
+    gradient = tape.gradient(targets, x, output_gradients=[backend.asarray(g) for g in given])
+    assert gta.to_numpy(gradient).tolist() == [7.0, 70.0]
