@@ -12,7 +12,8 @@ from .backends.arrays import is_cupy_array
 from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
-           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats", "lone_arrivals",
+           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
+           "lone_arrivals",
            "first_true", "element_count", "checked_int64_sum", "INT32_MIN", "INT32_MAX", "INT64_MAX"]
 
 INT32_MAX = 2**31 - 1
