@@ -471,7 +471,6 @@ class TF2TensorArray(TensorArray):
         self._current()
 
 
-
 def _numpy_as_is(value):
     """A NumPy array whose dtype and shape are NumPy's own, a subclass's too (what a read returns
     on the CPU is one): the op gets it as it is, so that a tape knows it by identity."""
