@@ -6,6 +6,7 @@ kernels/common.cuh's add_values), so the sums are the same, bit for bit.
 
 import numpy as np
 
+from .. import dtypes
 from ..host import flags_all_equal
 from .base import guarded
 from .cpu_kernels import ADDED, REFUSED, add_rows_function
@@ -68,10 +69,10 @@ def add_at(dst, indices, rows):
 
 
 def _add_at(dst, indices, rows):
-    part = _FLUSHED_PARTS.get(dst.dtype.name)
-    if part is None:                            # integers, bool, float16: nothing to flush
+    if not dtypes.flushes_subnormals(dst.dtype):    # integers, bool, float16: nothing to flush
         np.add.at(dst, indices, rows)
         return
+    part = np.dtype(np.float64 if dst.dtype in _DOUBLE else np.float32)    # bfloat16 adds in float32
     indices = np.asarray(indices, np.int64).reshape(-1)
     if not len(indices):
         return
@@ -86,12 +87,11 @@ def _add_at(dst, indices, rows):
     active = np.arange(len(destinations))
     for round_ in range(int(sizes.max())):
         active = active[sizes[active] > round_]
-        sums[active] = _flushed_sum(sums[active], rows[order[starts[active] + round_]], np.dtype(part))
+        sums[active] = _flushed_sum(sums[active], rows[order[starts[active] + round_]], part)
     dst[destinations] = sums
 
 
-_FLUSHED_PARTS = {"float32": "float32", "float64": "float64", "complex64": "float32", "complex128": "float64",
-                  "bfloat16": "float32"}
+_DOUBLE = (np.dtype(np.float64), np.dtype(np.complex128))
 
 
 def _flushed_sum(a, b, part):
