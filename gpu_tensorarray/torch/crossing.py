@@ -9,6 +9,9 @@ takes it without a copy) or a read-only view of the array's storage (copied: tor
 has no read-only tensors, and an in-place op on the result must never change the
 array). CuPy has no read-only arrays, so every value leaving a cupy array is copied.
 
+torch.bfloat16 crosses as its 16 bits (an int16 view on either side), since neither NumPy
+nor DLPack's consumers all know the type; the library holds it as ml_dtypes' bfloat16.
+
 On a GPU, every CuPy call runs inside ``cuda_scope``: CuPy's current stream is torch's
 current stream on the array's device, so work and DLPack hand-overs are ordered on
 one stream and nothing synchronises.
@@ -24,10 +27,11 @@ import torch
 from .. import dtypes
 from ..errors import InvalidArgumentError, UnimplementedError, about
 
-__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "cuda_scope", "host_value", "DIFFERENTIABLE",
+__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "cuda_scope", "host_value",
            "unsupported_transform", "refuse_tangent", "refused"]
 
-# torch dtype -> the library's dtype: the one table both directions use.
+# torch dtype -> the library's dtype: the one table both directions use. torch.bfloat16 joins
+# it when first asked for (_bfloat16): ml_dtypes, which holds it for NumPy, is optional.
 _TO_LIBRARY = {
     torch.bool: np.dtype("bool"),
     torch.int8: np.dtype("int8"), torch.int16: np.dtype("int16"),
@@ -38,19 +42,31 @@ _TO_LIBRARY = {
     torch.complex64: np.dtype("complex64"), torch.complex128: np.dtype("complex128"),
 }
 _TO_TORCH = {library: torch_type for torch_type, library in _TO_LIBRARY.items()}
-#: Library dtypes whose values can carry gradients in torch.
-DIFFERENTIABLE = frozenset(dt for dt in _TO_TORCH if dt.kind in "fc")
 
 
 def _supported_torch_names():
-    return ", ".join(str(t) for t in _TO_LIBRARY)
+    return ", ".join([str(t) for t in _TO_LIBRARY if t is not torch.bfloat16] + ["torch.bfloat16 (with ml_dtypes)"])
+
+
+def _bfloat16(owner=None):
+    """ml_dtypes' bfloat16, now in both tables (UnimplementedError without ml_dtypes)."""
+    dtype = dtypes.bfloat16(owner)
+    _TO_TORCH[dtype] = torch.bfloat16
+    _TO_LIBRARY[torch.bfloat16] = dtype
+    return dtype
 
 
 def as_dtype(spec, owner=None):
     """The library (NumPy) dtype for a torch dtype, or for any other spelling gpu_tensorarray
-    accepts of a dtype torch has too (not strings, nor the library's bfloat16: torch's
-    bfloat16 has no NumPy counterpart to share memory with)."""
-    dtype = _TO_LIBRARY.get(spec) if isinstance(spec, torch.dtype) else dtypes.as_dtype(spec, owner)
+    accepts of a dtype torch has too (not strings)."""
+    if isinstance(spec, torch.dtype):
+        dtype = _TO_LIBRARY.get(spec)
+        if dtype is None and spec is torch.bfloat16:
+            dtype = _bfloat16(owner)
+    else:
+        dtype = dtypes.as_dtype(spec, owner)
+        if dtype not in _TO_TORCH and dtypes.name_of(dtype) == dtypes.BFLOAT16:
+            dtype = _bfloat16(owner)
     if dtype not in _TO_TORCH:
         raise InvalidArgumentError(f"Unsupported dtype {spec}; supported torch dtypes: "
                                    f"{_supported_torch_names()}{about(owner)}")
@@ -85,24 +101,30 @@ def to_backend(value, backend, owner=None):
         return value
     if torch._C._are_functorch_transforms_active():     # a wrapped tensor: it has no memory to share
         raise unsupported_transform(owner)
-    if value.dtype not in _TO_LIBRARY:
-        raise InvalidArgumentError(f"A torch tensor of dtype {value.dtype} cannot be stored; supported torch "
-                                   f"dtypes: {_supported_torch_names()}{about(owner)}")
+    dtype = _TO_LIBRARY.get(value.dtype)
+    if dtype is None:
+        if value.dtype is not torch.bfloat16:
+            raise InvalidArgumentError(f"A torch tensor of dtype {value.dtype} cannot be stored; supported torch "
+                                       f"dtypes: {_supported_torch_names()}{about(owner)}")
+        dtype = _bfloat16(owner)
     try:
         value = value.detach()
         if value.is_conj():
             value = value.resolve_conj()
         if value.is_neg():
             value = value.resolve_neg()
+        bits = value.dtype is torch.bfloat16
+        if bits:
+            value = value.view(torch.int16)
         if backend.name == "cupy" and value.is_cuda:
             cupy = sys.modules["cupy"]
             # Inside cuda_scope: the tensor's producer and CuPy share the stream, so the
             # DLPack hand-over waits for nothing. The array copies across devices if needed.
             with cuda_scope_for_index(value.device.index):
-                return cupy.from_dlpack(value.contiguous())
-        if value.device.type != "cpu":
-            value = value.cpu()
-        return value.numpy()
+                array = cupy.from_dlpack(value.contiguous())
+        else:
+            array = value.cpu().numpy()
+        return array.view(dtype) if bits else array
     except (RuntimeError, TypeError, BufferError):
         # Which tensors cannot cross is asked only here, once one failed: the common path pays nothing.
         refusal = refused(value, owner)
@@ -168,13 +190,26 @@ def to_torch(array, backend):
     if backend.name == "cupy":
         cupy = sys.modules["cupy"]
         if not torch_has_cuda():                    # a CPU-only torch next to a CuPy array
-            return torch.from_numpy(cupy.asnumpy(array))
-        return torch.from_dlpack(array.copy())      # inside cuda_scope: no synchronisation
+            return from_host(cupy.asnumpy(array))
+        copy = array.copy()                         # inside cuda_scope: no synchronisation
+        if _TO_TORCH.get(copy.dtype) is torch.bfloat16:     # as its bits, which every DLPack consumer reads
+            return torch.from_dlpack(copy.view(np.int16)).view(torch.bfloat16)
+        return torch.from_dlpack(copy)
     if type(array) is not np.ndarray:
         array = np.asarray(array)
     if not array.flags.writeable or not array.flags.c_contiguous:
         array = array.copy()                        # a view of storage (or a layout torch refuses)
-    return torch.from_numpy(array)
+    return from_host(array)
+
+
+def from_host(array):
+    """A NumPy array of the caller's own (fresh, writable) as a torch tensor over its memory."""
+    try:
+        return torch.from_numpy(array)
+    except TypeError:                               # a dtype torch's NumPy import lacks: bfloat16
+        if _TO_TORCH.get(array.dtype) is not torch.bfloat16:
+            raise
+        return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
 
 
 # -- streams ---------------------------------------------------------------------------------

@@ -18,7 +18,8 @@ from ..host import host_ints
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
-from .crossing import as_dtype, cuda_scope, host_value, refuse_tangent, to_backend, torch_dtype, torch_has_cuda
+from .crossing import (as_dtype, cuda_scope, from_host, host_value, refuse_tangent, to_backend, torch_dtype,
+                       torch_has_cuda)
 from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
@@ -183,7 +184,10 @@ class TensorArray:
             value = _raw_read(ta._handle, index if type(index) is int else host_value(index), ta._flow, ta._dtype)
             if type(value) is not np.ndarray or not value.flags.writeable:
                 value = np.array(value)          # a view of storage: torch has no read-only tensors
-            return torch.from_numpy(value)
+            try:
+                return torch.from_numpy(value)
+            except TypeError:                    # bfloat16: from_host knows it
+                return from_host(value)
         index = host_value(index)
         return self._read(READ, index, "read", lambda: (_slot(index),))
 

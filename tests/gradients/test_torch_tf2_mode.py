@@ -124,7 +124,7 @@ def test_errors(backend):
     with pytest.raises(InvalidArgumentError, match="Invalid data types; op elements float but list elements double"):
         ta.write(0, torch.ones(2, dtype=torch.float32))
     with pytest.raises(InvalidArgumentError, match="op elements bfloat16 but list elements double"):
-        ta.write(0, torch.ones(2, dtype=torch.bfloat16))       # TensorFlow's name of a dtype the array cannot hold
+        ta.write(0, torch.ones(2, dtype=torch.bfloat16))       # TensorFlow's name of the dtype
     with pytest.raises(UnimplementedError):
         ta.grad("gradients")
     with pytest.raises(UnimplementedError):
