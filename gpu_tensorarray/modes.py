@@ -22,7 +22,13 @@ __all__ = ["MODES", "tensor_array_mode", "set_tensor_array_mode", "get_tensor_ar
            "register_class", "class_for"]
 
 MODES = ("tf1", "tf2")
-_local = threading.local()
+
+
+class _ThreadModes(threading.local):
+    stack: list[str] | tuple[()] = ()      # a class default: a thread with no ``with`` block finds it at once
+
+
+_local = _ThreadModes()
 _default: list[str | None] = [None]
 _classes: dict[str, type] = {}           # mode -> the TensorArray class with its rules (each registers itself)
 
@@ -52,7 +58,7 @@ def tensor_array_mode(mode: str) -> Iterator[str]:
 
 def get_tensor_array_mode() -> str:
     """The mode a TensorArray created here without ``mode=`` gets."""
-    stack = getattr(_local, "stack", None)
+    stack = _local.stack
     if stack:
         return stack[-1]
     if _default[0] is not None:
