@@ -11,6 +11,7 @@ from typing import Any as _Any
 
 import numpy as _numpy
 
+from .backends.arrays import cupy_to_host as _cupy_to_host
 from .backends.arrays import is_cupy_array as _is_cupy_array
 
 from . import errors, gradients, raw_ops
@@ -33,7 +34,7 @@ __all__ = [
 
 def to_numpy(array: _Any) -> _numpy.ndarray:
     """A NumPy copy (or, for NumPy input, the array itself) of any backend's array."""
-    return array.get() if _is_cupy_array(array) else _numpy.asarray(array)
+    return _cupy_to_host(array) if _is_cupy_array(array) else _numpy.asarray(array)
 
 
 def stats() -> dict[str, _Any]:

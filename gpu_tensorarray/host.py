@@ -8,7 +8,7 @@ integers (NumPy, whatever the array's backend) with TensorFlow's rank checks.
 
 import numpy as np
 
-from .backends.arrays import is_cupy_array
+from .backends.arrays import cupy_to_host, is_cupy_array
 from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
@@ -49,7 +49,7 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
         return _range_ints(value, what, dtype_name, owner)
     if is_cupy_array(value):
         try:
-            value = value.get()
+            value = cupy_to_host(value)
         except MemoryError as error:   # CuPy's get() of a strided array first copies it on its device
             raise ResourceExhaustedError(f"OOM when copying {what} from cuda:{value.device.id} to the host: "
                                          f"{described(error)}{about(owner)}") from None

@@ -8,7 +8,7 @@ import operator
 
 import numpy as np
 
-from .backends.arrays import is_cupy_array
+from .backends.arrays import cupy_to_host, is_cupy_array
 from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
 
 __all__ = ["as_partial_shape", "check_element_count", "except_first", "format_shape", "is_fully_defined",
@@ -45,7 +45,7 @@ def as_partial_shape(spec, what="element_shape", owner=None):
         # As indices given on a device (host.host_ints): CuPy's 0-d arrays are no integers
         # (no __index__), so the dimensions are read on the host.
         try:
-            spec = spec.get()
+            spec = cupy_to_host(spec)
         except MemoryError as error:
             raise ResourceExhaustedError(f"OOM when copying {what} from cuda:{spec.device.id} to the host: "
                                          f"{described(error)}{about(owner)}") from None

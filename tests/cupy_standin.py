@@ -104,8 +104,28 @@ def counting():
 
 # -- errors ---------------------------------------------------------------------------------------
 
+# cupy_backends/cuda/api/runtime.pyx's status codes (CUDA's cudaError_t) and their
+# cudaGetErrorName / cudaGetErrorString, for the errors the stand-in raises.
+errorMemoryAllocation = 2
+errorInitializationError = 3
+errorInvalidDevice = 101
+errorInvalidResourceHandle = 400
+_ERROR_TEXTS = {
+    errorMemoryAllocation: ("cudaErrorMemoryAllocation", "out of memory"),
+    errorInitializationError: ("cudaErrorInitializationError", "initialization error"),
+    errorInvalidDevice: ("cudaErrorInvalidDevice", "invalid device ordinal"),
+    errorInvalidResourceHandle: ("cudaErrorInvalidResourceHandle", "invalid resource handle"),
+}
+
+
 class CUDARuntimeError(RuntimeError):
-    """cupy_backends/cuda/api/runtime.pyx: CUDARuntimeError(status)."""
+    """cupy_backends/cuda/api/runtime.pyx: CUDARuntimeError(status), its text the status's name
+    and string (and, here, why the stand-in raised it)."""
+
+    def __init__(self, status, why=""):
+        self.status = status
+        name, text = _ERROR_TEXTS[status]
+        super().__init__(f"{name}: {text}{why}")
 
 
 class CUDADriverError(RuntimeError):
@@ -145,13 +165,13 @@ def _current_device():
     # A child that fork made after its parent used CUDA cannot use CUDA: every runtime
     # call fails (CUDA's documented fork limitation; CuPy raises the runtime's error).
     if _forked:
-        raise CUDARuntimeError("cudaErrorInitializationError: initialization error")
+        raise CUDARuntimeError(errorInitializationError)
     return getattr(_thread, "device", 0)
 
 
 def _check_ordinal(index):
     if not 0 <= index < DEVICE_COUNT:
-        raise CUDARuntimeError("cudaErrorInvalidDevice: invalid device ordinal")
+        raise CUDARuntimeError(errorInvalidDevice)
 
 
 def _set_device(index):
@@ -423,9 +443,8 @@ class Event:
     def record(self, stream=None):
         stream = get_current_stream() if stream is None else stream
         if _current_device() != self.device_id:
-            raise CUDARuntimeError("cudaErrorInvalidResourceHandle: invalid resource handle "
-                                   f"(an event of device {self.device_id} recorded while device "
-                                   f"{_current_device()} is current)")
+            raise CUDARuntimeError(errorInvalidResourceHandle, f" (an event of device {self.device_id} recorded "
+                                                               f"while device {_current_device()} is current)")
         self.recorded_on = stream.name
         _note("record", self.device_id, stream, None)
 
@@ -605,12 +624,16 @@ def _pointer(memory, device_id, stream, size):
 
 
 def _malloc(size):
-    """memory.pyx, _malloc: an allocation without the pool (``set_allocator(None)``)."""
+    """memory.pyx, _malloc: an allocation without the pool (``set_allocator(None)``): Memory(size),
+    whose cudaMalloc failing is runtime.malloc's CUDARuntimeError(errorMemoryAllocation), which
+    only the pools turn into OutOfMemoryError."""
     nbytes = int(size)
     try:
+        if nbytes > DEVICE_MEMORY:
+            raise MemoryError
         memory = np.full(nbytes, POISON, np.uint8)
-    except MemoryError:
-        raise OutOfMemoryError(nbytes, 0) from None
+    except (MemoryError, ValueError):
+        raise CUDARuntimeError(errorMemoryAllocation) from None
     return _pointer(memory, _current_device(), get_current_stream(), nbytes)
 
 
@@ -843,8 +866,13 @@ class ndarray:
 
     # -- host reads: each one synchronises (cupy/_core/core.pyx: get, item, __int__ ...) --------
     def get(self, stream=None, order="C", out=None, blocking=True):
-        _sync("get")
+        # core.pyx, get: the copy runs on ``stream``, else on the current device's current
+        # stream (taken before the array's device is made current for the copy: a stream of
+        # another device when that is current), and waits for it.
+        stream = get_current_stream() if stream is None else stream
         if out is not None:
+            _note("sync", self._device, stream, "get")
+            counters.syncs += 1
             out[...] = self._a
             return out
         if self.size == 0:
@@ -853,13 +881,18 @@ class ndarray:
             return np.ndarray(self.shape, dtype=self.dtype)
         if order == "C" and not self._a.flags.c_contiguous:
             # core.pyx, get: a C-contiguous copy made first on the array's device (its pool, a
-            # kernel), as _internal_ascontiguousarray: it can find the device full.
+            # kernel), as _internal_ascontiguousarray, inside ``with stream:``, which refuses a
+            # stream of another device (check_stream_device_match: RuntimeError); it can find
+            # the device full.
             device = _current_device()
             _set_device(self._device)
             try:
-                ascontiguousarray(self)
+                with stream:
+                    ascontiguousarray(self)
             finally:
                 _set_device(device)
+        counters.syncs += 1
+        _note("sync", self._device, stream, "get")
         return np.array(self._a, order=order)
 
     def item(self):
@@ -1608,7 +1641,7 @@ def _module(name, **attributes):
 
 
 runtime = _module(
-    "cupy.cuda.runtime", CUDARuntimeError=CUDARuntimeError,
+    "cupy.cuda.runtime", CUDARuntimeError=CUDARuntimeError, errorMemoryAllocation=errorMemoryAllocation,
     getDeviceCount=lambda: DEVICE_COUNT, getDevice=_current_device, setDevice=_set_device,
     memGetInfo=lambda: _pools[_current_device()].free_and_total(),
     deviceSynchronize=lambda: _synchronize_device(_current_device()), is_hip=False,

@@ -1,4 +1,4 @@
-"""Recognising a CuPy array without importing CuPy.
+"""Recognising a CuPy array, and CuPy's out-of-memory errors, without importing CuPy.
 
 A value can only be a CuPy array when CuPy has been imported already, so the
 check looks in sys.modules: ``import gpu_tensorarray`` never imports CuPy.
@@ -6,9 +6,33 @@ check looks in sys.modules: ``import gpu_tensorarray`` never imports CuPy.
 
 import sys
 
-__all__ = ["is_cupy_array"]
+__all__ = ["is_cupy_array", "is_cuda_out_of_memory", "cupy_to_host"]
 
 
 def is_cupy_array(value):
     cupy = sys.modules.get("cupy")
     return cupy is not None and isinstance(value, cupy.ndarray)
+
+
+def is_cuda_out_of_memory(error):
+    """Whether ``error`` is CUDA's own out-of-memory error as CuPy raises it where no pool
+    stands between (``cupy.cuda.set_allocator(None)``: cudaMalloc's errorMemoryAllocation),
+    which only CuPy's pools turn into OutOfMemoryError."""
+    cupy = sys.modules.get("cupy")
+    return (cupy is not None and isinstance(error, cupy.cuda.runtime.CUDARuntimeError)
+            and getattr(error, "status", None) == cupy.cuda.runtime.errorMemoryAllocation)
+
+
+def cupy_to_host(array):
+    """A CuPy array's values as a NumPy array. CuPy's ``get()`` copies on the current
+    device's current stream, so the array's own device is made current first: the copy
+    then comes after the work queued there (and a strided array, made contiguous first
+    inside ``with stream:``, does not meet another device's stream, which CuPy refuses).
+    The device running out of memory for that copy raises MemoryError."""
+    try:
+        with array.device:
+            return array.get()
+    except Exception as error:
+        if is_cuda_out_of_memory(error):
+            raise MemoryError(str(error)) from None
+        raise

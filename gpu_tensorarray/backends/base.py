@@ -56,6 +56,10 @@ class Backend:
     #: What the library raises when an allocation fails (the backend's own OOM class added).
     out_of_memory_errors = (MemoryError,)
 
+    def out_of_memory(self, error):
+        """Whether ``error``, raised by an allocation, says that memory ran out."""
+        return isinstance(error, self.out_of_memory_errors)
+
     #: None where a child process made by fork can use this backend's arrays (memory it
     #: inherits), else why it cannot (a sentence).
     unusable_after_fork = None
@@ -77,7 +81,9 @@ class Backend:
             return make()
         except OpError:
             raise                       # an op's own error from inside ``make`` (a plan's checks)
-        except self.out_of_memory_errors as error:
+        except Exception as error:
+            if not self.out_of_memory(error):
+                raise
             raise ResourceExhaustedError(f"OOM when allocating {_text(what)} ({nbytes} bytes) on "
                                          f"{'the host' if host else self.device}: {error}") from None
 

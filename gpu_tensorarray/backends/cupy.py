@@ -15,6 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from . import kernel_sources
+from .arrays import is_cuda_out_of_memory
 from ..errors import AbortedError, ResourceExhaustedError, UnavailableError
 from .base import Backend
 from .device_guard import DeviceScope
@@ -188,6 +189,9 @@ class CupyBackend(KernelRows, Backend):
         self.atomic_dtypes = kernel_sources.atomic_dtypes(self._device.compute_capability)
         self._compile()
 
+    def out_of_memory(self, error):
+        return isinstance(error, self.out_of_memory_errors) or is_cuda_out_of_memory(error)
+
     def _compile(self):
         """Compile (or load from CuPy's cache) the kernels now, so that a missing
         NVRTC or CUDA header shows here, where the automatic choice can fall back."""
@@ -297,7 +301,9 @@ class CupyBackend(KernelRows, Backend):
         allocation door's error (allocate()'s), naming that device, when it has no room."""
         try:
             return cupy.ascontiguousarray(value)
-        except self.out_of_memory_errors as error:
+        except Exception as error:
+            if not self.out_of_memory(error):
+                raise
             raise ResourceExhaustedError(f"OOM when allocating a contiguous copy of a value ({value.nbytes} bytes) "
                                          f"on cuda:{value.device.id}: {error}") from None
 
@@ -340,9 +346,11 @@ class CupyBackend(KernelRows, Backend):
             with self._device:
                 try:
                     return cupy.concatenate(arrays, axis=0, out=out)
-                except MemoryError as error:
+                except Exception as error:
                     # Of more than 8 small pieces CuPy uploads a table of their addresses
-                    # (_concatenate_single_kernel): a pool allocation of its own.
+                    # (_concatenate_single_kernel): an allocation of its own.
+                    if not self.out_of_memory(error):
+                        raise
                     raise ResourceExhaustedError(f"OOM when joining {len(arrays)} pieces on {self.device}: "
                                                  f"{error}") from None
         return join

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import dtypes
 from ..host import element_count
-from .arrays import is_cupy_array
+from .arrays import cupy_to_host, is_cupy_array
 from .base import Backend, host_memory_limit
 from .scatter_add import prepare_add_rows_sequential
 
@@ -69,7 +69,7 @@ class NumpyBackend(Backend):
 
     def from_foreign(self, value):
         if is_cupy_array(value):
-            return value.get()
+            return cupy_to_host(value)
         if hasattr(value, "__dlpack__"):
             try:
                 return np.from_dlpack(value)

@@ -119,11 +119,18 @@ def to_backend(value, backend, owner=None):
         if backend.name == "cupy" and value.is_cuda:
             cupy = sys.modules["cupy"]
             # Inside cuda_scope: the tensor's producer and CuPy share the stream, so the
-            # DLPack hand-over waits for nothing. The array copies across devices if needed.
+            # DLPack hand-over waits for nothing. A tensor on another device is copied onto the
+            # array's here, while CuPy's current stream on its own device is still torch's: the
+            # copy then comes after the tensor's producer, and torch's stream waits for the copy
+            # before it can reuse the tensor's memory.
             with cuda_scope_for_index(value.device.index):
                 array = cupy.from_dlpack(value.contiguous())
-        else:
-            array = value.cpu().numpy()
+                if bits:
+                    array = array.view(dtype)
+                if value.device.index != _device_index(backend):
+                    array = backend.asarray(array)
+            return array
+        array = value.cpu().numpy()
         return array.view(dtype) if bits else array
     except (RuntimeError, TypeError, BufferError):
         # Which tensors cannot cross is asked only here, once one failed: the common path pays nothing.
@@ -259,16 +266,24 @@ def cuda_scope_for_index(index):
         pointer = _current_raw_stream(index) if _current_raw_stream else torch.cuda.current_stream(index).cuda_stream
         stream = _external_streams.get((index, pointer))
         if stream is None:
-            # Its device is unknown to CuPy (-1): _Scope always enters the stream's device first.
-            stream = _external_streams[index, pointer] = cupy.cuda.Stream.from_external(_TorchStream(pointer))
+            # torch's default stream (0) by its explicit name, the legacy stream: CuPy takes a
+            # current stream of 0 for the per-thread one under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1,
+            # and would launch there, unordered with torch's work. Its device is unknown to CuPy
+            # (-1): _Scope always enters the stream's device first.
+            stream = _external_streams[index, pointer] = cupy.cuda.Stream.from_external(
+                _TorchStream(pointer or cupy.cuda.runtime.streamLegacy))
     return _Scope(cupy.cuda.Device(index), stream)
 
 
 _NO_SCOPE = contextlib.nullcontext()
 
 
+def _device_index(backend):
+    return int(backend.device.rpartition(":")[2])
+
+
 def cuda_scope(backend):
     """Where the array's CuPy work runs: torch's current stream on its device (nothing on the CPU)."""
     if backend.name != "cupy":
         return _NO_SCOPE
-    return cuda_scope_for_index(int(backend.device.rpartition(":")[2]))
+    return cuda_scope_for_index(_device_index(backend))

@@ -571,3 +571,28 @@ def test_an_array_on_cuda_1_while_cuda_0_is_current():
     expected = np.zeros_like(values)
     expected[3] = 1
     np.testing.assert_array_equal(dx.get(), expected)
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="needs CuPy and two CUDA devices")
+def test_indices_on_another_device_are_copied_there():
+    """Indices, lengths and a size given as CuPy arrays of cuda:1, with cuda:0 and a stream of
+    its own current: CuPy's get() copies on the current device's current stream, and makes a
+    strided array contiguous inside ``with stream:``, which refuses another device's stream
+    (RuntimeError). Each is read with its own device current, on that device's stream."""
+    import cupy
+    values = np.arange(24, dtype=np.float32).reshape(6, 4)
+    with cupy.cuda.Device(1):
+        indices = cupy.arange(6)[::2]                    # [0, 2, 4], strided
+        lengths = cupy.asarray([2, 4])
+        size = cupy.asarray(2)
+    with cupy.cuda.Device(0), cupy.cuda.Stream(non_blocking=True), device("cuda:0"):
+        handle, flow = raw_ops.TensorArrayV3(6, F32, clear_after_read=False)
+        flow = raw_ops.TensorArrayScatterV3(handle, range(6), values, flow)
+        gathered = raw_ops.TensorArrayGatherV3(handle, indices, flow, F32)
+        pieces = gta.TensorArray(F32, size=size, infer_shape=False).split(values, lengths)
+        assert pieces.size() == 2
+        second = pieces.read(1)
+        on_host = gta.to_numpy(indices)
+    np.testing.assert_array_equal(gathered.get(), values[[0, 2, 4]])
+    np.testing.assert_array_equal(second.get(), values[2:])
+    np.testing.assert_array_equal(on_host, [0, 2, 4])

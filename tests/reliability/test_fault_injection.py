@@ -113,7 +113,16 @@ def _refused(size):
     raise cupy.cuda.memory.OutOfMemoryError(size, 0, 0)
 
 
-def _full_after(nbytes):
+def _refused_without_pool(size):
+    """The same without CuPy's pool (``cupy.cuda.set_allocator(None)``): cudaMalloc's own error."""
+    import cupy
+    raise cupy.cuda.runtime.CUDARuntimeError(cupy.cuda.runtime.errorMemoryAllocation)
+
+
+REFUSALS = {"pool": _refused, "no_pool": _refused_without_pool}
+
+
+def _full_after(nbytes, refuse=_refused):
     """An allocator of a device that holds one more allocation of ``nbytes`` (an op's result)
     and nothing after it. Filling CuPy's pool up to a limit would not do: the free pieces of
     its split blocks outlive ``free_all_blocks`` and serve small allocations."""
@@ -122,14 +131,36 @@ def _full_after(nbytes):
 
     def allocator(size):
         if made[0]:
-            _refused(size)
+            refuse(size)
         made[0] = size == nbytes
         return allocate(size)
     return allocator
 
 
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+def test_a_full_device_is_resource_exhausted_and_changes_nothing(backend, refusal):
+    """Every allocation of an op refused by the device, with CuPy's pool (OutOfMemoryError) or
+    without it (cudaMalloc's CUDARuntimeError): ResourceExhaustedError naming the array."""
+    if backend.name != "cupy":
+        pytest.skip("the device's allocator: the cupy backend")
+    import cupy
+    handle, flow = new(1, "float32", element_shape=[256], dynamic_size=True)
+    flow = write(handle, 0, f32(np.ones(256)), flow)
+    # Values and flow on the device already: what the ops allocate is the grown slab, and
+    # the scatter's upload of its host indices.
+    value, rows = backend.asarray(f32(np.full(256, 2.0))), backend.asarray(f32(np.full((2, 256), 3.0)))
+    before = snapshot(handle)
+    with cupy.cuda.using_allocator(REFUSALS[refusal]):
+        for op in (lambda: write(handle, 40, value, flow), lambda: scatter(handle, np.array([50, 60]), rows, flow)):
+            with pytest.raises(errors.ResourceExhaustedError, match="OOM") as raised:
+                op()
+            assert handle.name in str(raised.value) and "host memory" not in str(raised.value), raised.value
+    assert snapshot(handle) == before
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
 @pytest.mark.parametrize("op", ["gather", "concat"])
-def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
+def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op, refusal):
     """A read's result is made before its slots are marked read: CuPy's concatenate of more
     than 8 small pieces uploads a table of their addresses, a pool allocation of its own
     (not through the door), which a full device refuses. The read then raises
@@ -140,7 +171,7 @@ def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op):
     handle, reads = _ragged_reads()
     before = snapshot(handle)
     result_bytes = 4 * (10 * 128 if op == "gather" else 10 * 128 + 256)
-    with cupy.cuda.using_allocator(_full_after(result_bytes)):          # the result fits; CuPy's table does not
+    with cupy.cuda.using_allocator(_full_after(result_bytes, REFUSALS[refusal])):   # the result fits; CuPy's table does not
         with pytest.raises(errors.ResourceExhaustedError, match=handle.name) as raised:
             reads[op]()
     assert "OOM when" in str(raised.value) and "host memory" not in str(raised.value), raised.value
