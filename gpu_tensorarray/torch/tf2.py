@@ -33,7 +33,7 @@ from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
-from .crossing import as_dtype, host_value, refuse_tangent, refused
+from .crossing import as_dtype, from_host, host_value, refuse_tangent, refused
 
 __all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
 
@@ -182,7 +182,10 @@ class TF2TensorArray:
             elif isinstance(own, np.dtype) and own != dtype:
                 raise messages.list_dtype(method, tf_name(own), tf_name(dtype))
             try:
-                value = torch.as_tensor(np.asarray(value), dtype=self._dtype)
+                array = np.asarray(value)
+                # bfloat16 (ml_dtypes'), which torch's NumPy import lacks, through its bits
+                value = from_host(np.array(array)) if array.dtype == dtype and self._dtype is torch.bfloat16 else \
+                    torch.as_tensor(array, dtype=self._dtype)
             except Exception as error:      # None, a string, ragged lists, whatever a caller's object raises
                 raise messages.tf2_error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: "
                                          f"{described(error)}", method) from None
