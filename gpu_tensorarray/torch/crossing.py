@@ -81,7 +81,10 @@ def torch_dtype(dtype):
 def host_value(value):
     """Indices, lengths and sizes given as torch tensors, as NumPy (the library checks them)."""
     if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
+        try:
+            return value.detach().cpu().numpy()
+        except Exception:           # a sparse, meta or nested tensor: the library's checks refuse it by name
+            return value
     return value
 
 

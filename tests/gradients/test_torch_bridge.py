@@ -868,6 +868,30 @@ def test_dtype_spellings_and_errors(backend):
     assert ta.write(0, torch.ones(2, dtype=F64)).read(0).tolist() == [1.0, 1.0]   # the failed write changed nothing
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("kind", ["sparse", "meta", "nested"])
+def test_indices_lengths_and_sizes_that_are_no_dense_tensors_are_invalid_arguments(backend, mode, kind):
+    """A sparse, meta or nested tensor where an index, indices, lengths or a size go: the
+    library's InvalidArgumentError naming the argument, not torch's conversion error."""
+    def made(values):
+        if kind == "sparse":
+            return torch.tensor(values).to_sparse()
+        if kind == "meta":
+            return torch.tensor(values, device="meta")
+        return torch.nested.nested_tensor([torch.tensor(values if isinstance(values, list) else [values])])
+
+    ta = TensorArray(F64, size=2, clear_after_read=False, mode=mode).unstack(torch.ones(2, 3, dtype=F64))
+    calls = {"index": lambda: ta.read(made(1)), "write index": lambda: ta.write(made(1), torch.ones(3, dtype=F64)),
+             "indices": lambda: ta.gather(made([1, 0])),
+             "scatter indices": lambda: ta.scatter(made([1, 0]), torch.ones(2, 3, dtype=F64)),
+             "lengths": lambda: TensorArray(F64, size=2, mode=mode).split(torch.ones(2, 3, dtype=F64), made([1, 1])),
+             "size": lambda: TensorArray(F64, size=made(2), mode=mode)}
+    for what, call in calls.items():
+        with pytest.raises(InvalidArgumentError, match="index|indices|lengths|size|Size"):
+            call()
+    assert ta.stack().tolist() == [[1.0] * 3] * 2          # nothing changed
+
+
 @pytest.mark.parametrize("dynamic, index", [(False, 5), (True, -1)])
 def test_a_write_wrong_twice_raises_the_library_class_error(backend, dynamic, index):
     """A write with a wrong shape and a wrong index, once the element shape is known: the
