@@ -18,7 +18,7 @@ from .host import element_count
 from .shapes import is_fully_defined
 from .storage import ArrayStorage
 
-__all__ = ["Handle", "registry"]
+__all__ = ["Handle", "registry", "deep_copy_refused"]
 
 
 class Handle:
@@ -37,6 +37,16 @@ class Handle:
 
     def __reduce__(self):
         raise TypeError("TensorArray handles refer to live device memory and cannot be pickled")
+
+    def __deepcopy__(self, memo):
+        raise deep_copy_refused(self.name)
+
+
+def deep_copy_refused(name):
+    """What copy.deepcopy of a TensorArray or its handle raises: TypeError, as for what pickle refuses."""
+    return TypeError(f"TensorArray {name} cannot be deep-copied: it refers to an array in device memory, which a copy "
+                     f"would share (as copy.copy's does); for an independent array, make a new TensorArray and write "
+                     f"the values into it (new.unstack(ta.stack()))")
 
 
 #: TensorFlow's resource containers: forward arrays in one, gradient arrays in the other,

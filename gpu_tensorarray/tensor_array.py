@@ -20,7 +20,7 @@ from . import dtypes, messages, modes, raw_ops
 from .conversion import to_tensor, truth
 from .errors import InvalidArgumentError, about
 from .host import host_ints
-from .registry import Handle, registry
+from .registry import Handle, deep_copy_refused, registry
 from .shapes import except_first, is_compatible, merge
 from .strings import is_string_like
 
@@ -157,6 +157,12 @@ class TensorArray:
                 self._shape_cell[0] = merge(current, tuple(shape))
             except InvalidArgumentError:
                 pass    # the op itself reported any real conflict
+
+    def __copy__(self) -> TensorArray:
+        return self.identity()
+
+    def __deepcopy__(self, memo: dict) -> TensorArray:
+        raise deep_copy_refused(self._handle.name)
 
     def __repr__(self) -> str:
         return f"<gpu_tensorarray.TensorArray {self._handle.name!r} dtype={self._dtype.name}>"

@@ -26,7 +26,7 @@ from . import dtypes, messages, modes, raw_ops, tf2_lists
 from .conversion import truth
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import INT32_MAX, INT32_MIN, host_ints, scalar_int
-from .registry import registry
+from .registry import deep_copy_refused, registry
 from .shapes import as_partial_shape, is_fully_defined, merge
 from .strings import as_strings, empty_strings
 from .registry import Handle
@@ -138,6 +138,9 @@ class TF2TensorArray(TensorArray):
     def element_shape(self) -> tuple[int | None, ...] | None:
         """The element shape known so far: given, merged with the values' shapes."""
         return self._contents.element_shape
+
+    def __deepcopy__(self, memo: dict) -> TensorArray:
+        raise deep_copy_refused(self._contents.handle.name)
 
     def __repr__(self) -> str:
         return f"<gpu_tensorarray.TensorArray mode='tf2' dtype={self._dtype.name} size={self._contents.length}>"

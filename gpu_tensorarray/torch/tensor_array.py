@@ -15,6 +15,7 @@ from .. import get_backend as _get_backend
 from .. import modes, raw_ops
 from ..errors import InvalidArgumentError
 from ..host import host_ints
+from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
@@ -147,6 +148,9 @@ class TensorArray:
         if self._backend.name == "cupy" and torch_has_cuda():
             return torch.device(self._backend.device)
         return torch.device("cpu")
+
+    def __deepcopy__(self, memo):
+        raise deep_copy_refused(self._ta.handle.name)
 
     def __repr__(self):
         return (f"<gpu_tensorarray.torch.TensorArray {self._ta.handle.name!r} dtype={self.dtype} "

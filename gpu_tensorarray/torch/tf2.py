@@ -31,7 +31,7 @@ from ..conversion import truth
 from ..dtypes import attribute_of, python_value_as, tf_name
 from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
-from ..registry import registry
+from ..registry import deep_copy_refused, registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
 from .crossing import as_dtype, from_host, host_value, refuse_tangent, refused
 
@@ -160,6 +160,9 @@ class TF2TensorArray:
     @property
     def device(self):
         return self._contents.storage.device
+
+    def __deepcopy__(self, memo):
+        raise deep_copy_refused(self._contents.storage._ta.handle.name)
 
     def __repr__(self):
         return f"<gpu_tensorarray.torch.TensorArray mode='tf2' dtype={self._dtype} size={len(self._contents.phys)}>"

@@ -636,3 +636,20 @@ def test_an_empty_value_of_another_row_shape_is_refused(backend, how):
                                                                  shape="[3]")):
         ta.unstack(empty) if how == "unstack" else ta.scatter([], empty)
     assert_same(ta.write(0, f32([1, 2, 3])).read(0), f32([1, 2, 3]))
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_copies_share_the_array_deep_copies_and_pickles_are_refused(backend, mode):
+    """A TensorArray is a handle to an array in device memory: copy.copy shares it, and
+    copy.deepcopy and pickle, which would have to copy device memory into a new array, raise
+    TypeError naming the array (what Python raises for objects it cannot copy or pickle)."""
+    import copy
+    import pickle
+    ta = gta.TensorArray("float32", size=2, mode=mode)
+    ta = ta.write(0, np.ones(2, np.float32))
+    shared = copy.copy(ta)
+    assert gta.to_numpy(shared.read(0)).tolist() == [1.0, 1.0]
+    for refused in (lambda: copy.deepcopy(ta), lambda: copy.deepcopy(ta.handle), lambda: copy.deepcopy({"cache": ta}),
+                    lambda: pickle.dumps(ta), lambda: pickle.dumps(ta.handle)):
+        with pytest.raises(TypeError, match=f"{ta.handle.name}|cannot be pickled"):
+            refused()

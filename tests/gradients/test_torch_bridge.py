@@ -1053,3 +1053,23 @@ def test_a_users_own_gradient_source_is_never_a_passs(backend):
         ta.grad(f"gradients_torch_{number}").write(0, torch.full((2,), 100.0, dtype=F64))
     ta.stack().sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_deep_copies_are_refused_naming_the_array(backend, mode):
+    """copy.deepcopy of a module holding a TensorArray: TypeError naming the array, not
+    __new__'s missing argument; copy.copy shares the array."""
+    import copy
+
+    class Decoder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(2, 2)
+            self.cache = TensorArray(F64, size=2, mode=mode).write(0, torch.ones(2, dtype=F64))
+
+    decoder = Decoder()
+    name = decoder.cache._contents.storage._ta.handle.name if mode == "tf2" else decoder.cache.handle.name
+    for refused in (lambda: copy.deepcopy(decoder), lambda: copy.deepcopy(decoder.cache)):
+        with pytest.raises(TypeError, match=f"TensorArray {name} cannot be deep-copied"):
+            refused()
+    assert copy.copy(decoder.cache).read(0).tolist() == [1.0, 1.0]
