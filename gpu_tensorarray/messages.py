@@ -36,7 +36,16 @@ def out_of_memory(array, error):
 
 
 def write_bounds(array, index, size):
-    return _named(array, f"Tried to write to index {index} but array is not resizeable and size is: {size}")
+    return _named(array, f"Tried to write to index {index} but array is not resizeable and size is: {size}"
+                         f"{_size_fixed(array)}")
+
+
+def _size_fixed(array):
+    """Why an array made with dynamic_size=True no longer grows, after TensorFlow's text."""
+    if array.created_dynamic and not array.dynamic_size:
+        return (" (the array was made with dynamic_size=True: a gradient array of it, TensorArrayGradV3, "
+                "fixed its size, as in TensorFlow)")
+    return ""
 
 
 def too_many_slots(array, size):
@@ -164,7 +173,7 @@ def scatter_count(array, count, rows):
 
 
 def scatter_bounds(array, max_index, size):
-    return _suffixed(array, f"Max scatter index must be < array size ({max_index} vs. {size})")
+    return _suffixed(array, f"Max scatter index must be < array size ({max_index} vs. {size}){_size_fixed(array)}")
 
 
 def lengths_not_vector(array, shape):

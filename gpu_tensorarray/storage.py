@@ -13,8 +13,8 @@ interface; flags live on the host in a bytearray, one byte per slot (and zeros
 past ``size``: room to grow).
 
 Outside this module an array is read through its public face: ``backend``,
-``dtype``, ``name``, ``is_grad``, ``clear_after_read``, ``identical_element_shapes``
-(fixed at creation), ``size``, ``element_shape``, ``dynamic_size``, ``marked_size``,
+``dtype``, ``name``, ``is_grad``, ``clear_after_read``, ``identical_element_shapes``,
+``created_dynamic`` (fixed at creation), ``size``, ``element_shape``, ``dynamic_size``, ``marked_size``,
 ``closed``, ``nbytes``, ``grads`` (read-only properties) and ``slot_state(index)``.
 """
 
@@ -67,6 +67,7 @@ class ArrayStorage:
         self.clear_after_read = clear_after_read
         self.identical_element_shapes = identical_element_shapes
         self.is_grad = is_grad
+        self.created_dynamic = dynamic_size         # (a gradient array of it then fixes its size)
         self._aggregate = is_grad                   # multiple_writes_aggregate
         # Changed by ops; public as read-only properties.
         self._size = size

@@ -244,9 +244,13 @@ class TensorArray:
                 # its flow orders nothing here (ours does), so its object stays.
                 try:
                     raw_ops.TensorArrayWriteV3(ta._handle, index, array, ta._flow)
+                    refused = False
                 except InvalidArgumentError:
+                    refused = True
+                if refused:
                     # The op changed nothing; the class's own checks come first (a wrong shape
-                    # before a wrong index, as TF1's Python layer): its error, as the class raises it.
+                    # before a wrong index, as TF1's Python layer): its error, as the class raises
+                    # it (outside the except clause: the op's error is not its context).
                     ta = ta.write(index, array)
             else:
                 ta = ta.write(index, array)

@@ -1073,3 +1073,16 @@ def test_deep_copies_are_refused_naming_the_array(backend, mode):
         with pytest.raises(TypeError, match=f"TensorArray {name} cannot be deep-copied"):
             refused()
     assert copy.copy(decoder.cache).read(0).tolist() == [1.0, 1.0]
+
+
+def test_a_write_past_a_size_that_a_backward_pass_fixed_says_why(backend):
+    """A backward pass makes the array's gradient array (TensorArrayGradV3), which fixes a dynamic
+    array's size, as in TensorFlow: a later write past it raises TensorFlow's error, saying why,
+    once (the write's fast path does not chain the op's error to the class's)."""
+    x = torch.ones(2, dtype=F64, requires_grad=True)
+    ta = TensorArray(F64, size=0, dynamic_size=True).write(0, x * 2)
+    ta.stack().sum().backward()
+    with pytest.raises(InvalidArgumentError, match="Tried to write to index 1 but array is not resizeable and size "
+                                                   "is: 1 .*dynamic_size=True: a gradient array") as raised:
+        ta.write(1, x * 3)
+    assert raised.value.__context__ is None

@@ -453,10 +453,18 @@ def test_grad_locks_the_size_of_a_dynamic_forward(backend):
     write(forward, 0, f32(1))
     write(forward, 1, f32(2))
     grad(forward)
-    with raises(errors.InvalidArgumentError, WRITE_BOUNDS.format(name=forward.name, index=2, size=2)):
+    # TensorFlow's texts, then why an array made dynamic does not grow.
+    fixed = "the array was made with dynamic_size=True: a gradient array of it, TensorArrayGradV3, fixed its size"
+    with raises(errors.InvalidArgumentError, WRITE_BOUNDS.format(name=forward.name, index=2, size=2)) as raised:
         write(forward, 2, f32(3))
-    with raises(errors.InvalidArgumentError, "Max scatter index must be < array size (5 vs. 2)"):
+    assert fixed in str(raised.value)
+    with raises(errors.InvalidArgumentError, "Max scatter index must be < array size (5 vs. 2)") as raised:
         scatter(forward, [5], f32([1]))
+    assert fixed in str(raised.value)
+    fixed_size, _ = new(2)
+    with raises(errors.InvalidArgumentError, WRITE_BOUNDS.format(name=fixed_size.name, index=2, size=2)) as raised:
+        write(fixed_size, 2, f32(3))
+    assert "dynamic_size" not in str(raised.value)
     with raises(errors.InvalidArgumentError, SPLIT_COUNT.format(size=2, count=3)):
         split(forward, f32([1, 2, 3]), [1, 1, 1])
     assert size(forward) == 2
