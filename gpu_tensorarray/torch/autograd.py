@@ -489,9 +489,10 @@ def _changed_after_write(ta, state, position):
     if is_storage(ta.handle):                # a mode tf2 list's storage: its slots are not the list's
         what = "written to it (mode 'tf2')"
     return InvalidArgumentError(
-        f"TensorArray {ta.handle.name}: the tensor {what} was modified in place after the write: the array holds "
-        f"it as written, but its gradient would be the modified tensor's. Write a copy (value.clone()) of a "
-        f"tensor that changes later")
+        f"TensorArray {ta.handle.name}: the tensor {what} was modified in place after the write (it, or another view "
+        f"of its memory: torch counts the changes of all views of one tensor together, as for the tensors autograd "
+        f"saves): the array holds it as written, but its gradient would be the modified tensor's. Write a copy "
+        f"(value.clone()) of a tensor that changes later, or of a row of a buffer filled in place")
 
 
 def tracked(state):

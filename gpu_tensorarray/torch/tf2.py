@@ -238,10 +238,11 @@ class TF2TensorArray:
             with torch.no_grad():
                 return contents.storage.read(slot)
         if value._version != contents.versions[slot]:
-            raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write, "
-                                     "and the array must move to new storage (a backward pass locked the old one's "
-                                     "size): its gradient would be the modified tensor's. Write a copy "
-                                     "(value.clone()) of a tensor that changes later", method)
+            raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
+                                     "or another view of its memory), and the array must move to new storage (a "
+                                     "backward pass locked the old one's size): its gradient would be the modified "
+                                     "tensor's. Write a copy (value.clone()) of a tensor that changes later, or of "
+                                     "a row of a buffer filled in place", method)
         return value
 
     def _keep(self, contents, first, value, rows):

@@ -805,6 +805,26 @@ def test_a_value_changed_in_place_before_its_first_read_is_refused(backend, mode
         assert torch.equal(read().reshape(-1), written)
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_rows_of_a_buffer_filled_in_place_are_refused_saying_so(backend, mode):
+    """Rows of one buffer written as it fills: views share one version counter, so a later row's
+    change counts for the earlier rows too (as for tensors autograd saves). The error says so and
+    how to write them; clones of the rows give the list model's gradient."""
+    x = leaves((3, 2))[0]
+    for clone in (False, True):
+        buffer = torch.zeros(3, 2, dtype=F64, device=torch_device())
+        ta = TensorArray(F64, size=3, mode=mode)
+        for t in range(3):
+            buffer[t] = x[t] * 2
+            ta = ta.write(t, buffer[t].clone() if clone else buffer[t])
+        if not clone:
+            with pytest.raises(InvalidArgumentError, match="or another view of its memory.*row of a buffer"):
+                ta.stack()
+            continue
+        (grad,) = torch.autograd.grad(ta.stack().sum(), x)
+        assert grad.tolist() == [[2.0, 2.0]] * 3
+
+
 def test_a_tf2_value_changed_in_place_is_named_by_the_list_not_its_storage(backend):
     """In mode tf2 the array named in the error is the user's (tensor_array_name), and no slot of
     its storage is given as the list's: logical slot 0, written twice, is storage slot 1."""
