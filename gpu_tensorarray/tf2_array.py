@@ -237,8 +237,9 @@ class TF2TensorArray(TensorArray):
 
     def _allocate(self, contents, count, method):
         """``count`` fresh physical slots; a storage locked by a gradient computation
-        (TensorArrayGradV3 locks the size) is first moved to a fresh one."""
-        if not contents.array.dynamic_size:
+        (TensorArrayGradV3 locks the size), or filled by overwrites (tf2_lists.worth_moving),
+        is first moved to a fresh one."""
+        if not contents.array.dynamic_size or tf2_lists.worth_moving(contents.next_phys, contents.length, count):
             self._compact(contents, method)
         first = contents.next_phys
         contents.next_phys += count
@@ -272,7 +273,8 @@ class TF2TensorArray(TensorArray):
 
     def _compact(self, contents, method):
         """Move the written values into a fresh storage (the old one is size-locked by a
-        gradient computation), through recorded ops so gradients follow them."""
+        gradient computation, or holds more overwritten values than live ones), through
+        recorded ops so gradients follow them."""
         values = self._copy_values(contents, zeros_for_unset=False)
         slot_shapes, length = contents.slot_shapes, contents.length
         contents.fresh_storage(self._dtype, length, method)

@@ -11,7 +11,20 @@ from .shapes import except_first, is_compatible, is_fully_defined, merge
 
 __all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
            "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "converted",
-           "empty_concat_shape", "empty_stack_shape", "index", "merged", "split_element_shape", "zeros_shape"]
+           "empty_concat_shape", "empty_stack_shape", "index", "merged", "split_element_shape", "zeros_shape",
+           "worth_moving"]
+
+# Physical slots a list may use beyond twice its length before its values move to a fresh storage.
+_SLACK = 16
+
+
+def worth_moving(used, length, count):
+    """Whether a list of ``length`` slots whose storage has used ``used`` physical slots (each
+    write takes a fresh one) should move its values to a fresh storage before taking ``count``
+    more: once overwrites have used more than twice what the list can hold. So its memory
+    follows its length, not the number of its writes (a ring buffer's), and a move of n values
+    comes after at least n more writes (amortised O(1) per write); writes in order never move."""
+    return used + count > 2 * (length + count) + _SLACK
 
 
 def converted(method, convert, *args):

@@ -208,10 +208,12 @@ class TF2TensorArray:
 
     def _fresh(self, contents, count, method):
         """``count`` fresh physical slots: past the end of a storage that can grow, or of a
-        new one holding the written values (a backward pass locked the old one's size)."""
+        new one holding the written values (a backward pass locked the old one's size, or
+        overwrites filled it: tf2_lists.worth_moving)."""
         storage = contents.storage
         array = registry.lookup(storage._ta.handle)
-        if not array.dynamic_size and contents.next_phys + count > array.size:
+        if (not array.dynamic_size and contents.next_phys + count > array.size) or \
+                tf2_lists.worth_moving(contents.next_phys, len(contents.phys), count):
             live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
             moved = [self._moved(contents, slot, method) for _, slot in live]     # may fail: nothing changed yet
             fresh = contents.make_storage(len(live))
@@ -239,10 +241,10 @@ class TF2TensorArray:
                 return contents.storage.read(slot)
         if value._version != contents.versions[slot]:
             raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
-                                     "or another view of its memory), and the array must move to new storage (a "
-                                     "backward pass locked the old one's size): its gradient would be the modified "
-                                     "tensor's. Write a copy (value.clone()) of a tensor that changes later, or of "
-                                     "a row of a buffer filled in place", method)
+                                     "or another view of its memory), and the array must move its values to new "
+                                     "storage (a backward pass locked the old one's size, or overwrites filled it): "
+                                     "its gradient would be the modified tensor's. Write a copy (value.clone()) of a "
+                                     "tensor that changes later, or of a row of a buffer filled in place", method)
         return value
 
     def _keep(self, contents, first, value, rows):

@@ -492,3 +492,35 @@ def test_hostile_arguments_are_errors_in_the_ops_context_and_change_nothing(back
         call()
     assert all(needle in str(caught.value) for needle in needles), str(caught.value)
     assert int(ta.size()) == 2 and gta.to_numpy(ta.stack()).tolist() == [[0.0, 0.0], [1.0, 1.0]]
+
+
+def test_a_ring_buffer_holds_storage_for_its_slots_not_its_writes(backend):
+    """Each write takes a fresh storage slot; once overwrites have used more than twice the
+    list's slots (and 16 more), the values move to a fresh storage. A ring buffer of 4 slots
+    written 300 times keeps at most 26 storage slots and leaves no old storage open, and its
+    gradients through the moves (under a tape) are the list model's: each row gets one per
+    read that returned it and one if the final stack holds it."""
+    from gpu_tensorarray.registry import registry
+    from gpu_tensorarray.testing import open_array_names
+    rows = [backend.asarray(np.full(2, float(i))) for i in range(300)]
+    before = open_array_names()
+    returned = []                                  # per read: which row it returned (None: zeros)
+    latest = [None] * 4
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray("float64", size=4, mode="tf2", element_shape=[2])
+        reads = []
+        for i, row in enumerate(rows):
+            ta = ta.write(i % 4, row)
+            latest[i % 4] = i
+            if i % 7 == 0:
+                reads.append(ta.read((i + 2) % 4))
+                returned.append(latest[(i + 2) % 4])
+            assert registry.lookup(ta.handle).size <= 2 * (4 + 1) + 16
+        stacked = ta.stack()
+    assert gta.to_numpy(stacked)[:, 0].tolist() == [296.0, 297.0, 298.0, 299.0]
+    assert [gta.to_numpy(value)[0] for value in reads] == [0.0 if j is None else float(j) for j in returned]
+    grads = tape.gradient([*reads, stacked], rows, unconnected_gradients="zero")
+    expected = [returned.count(i) + (i >= 296) for i in range(300)]
+    assert [float(gta.to_numpy(g)[0]) for g in grads] == expected
+    del tape, reads, stacked
+    assert len(open_array_names() - before) <= 2          # the list's storage (and a scratch array)

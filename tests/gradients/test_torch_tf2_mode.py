@@ -618,3 +618,42 @@ def test_hostile_arguments_are_errors_in_the_ops_context_and_change_nothing(back
         call()
     assert all(needle in str(caught.value) for needle in needles), str(caught.value)
     assert int(ta.size()) == 2 and ta.stack().cpu().tolist() == [[0.0, 0.0], [1.0, 1.0]]
+
+
+def test_a_ring_buffer_holds_storage_for_its_slots_not_its_writes(backend):
+    """A list of 4 slots written 300 times: its values move to a fresh storage once overwrites
+    have used more than twice its slots (and 16 more), so the storage keeps at most 26 slots,
+    under no_grad no old storage stays open, and with gradients (through the moves) they are
+    the list model's."""
+    from gpu_tensorarray.registry import registry
+    from gpu_tensorarray.testing import open_array_names
+    x = torch.randn(300, 3, generator=torch.Generator().manual_seed(0), dtype=F64).to(torch_device())
+    x.requires_grad_()
+
+    def ours(x):
+        ta, total = TensorArray(F64, size=4, mode="tf2", element_shape=(3,)), 0
+        for t in range(300):
+            ta = ta.write(t % 4, x[t] * 2)
+            if t % 7 == 0:
+                total = total + curved(ta.read((t + 2) % 4), seed=t % 5)
+            assert registry.lookup(ta.handle).size <= 2 * (4 + 1) + 16
+        return total + curved(ta.stack(), seed=9)
+
+    def reference(x):
+        rows, total = [torch.zeros(3, dtype=F64, device=torch_device())] * 4, 0
+        for t in range(300):
+            rows[t % 4] = x[t] * 2
+            if t % 7 == 0:
+                total = total + curved(rows[(t + 2) % 4], seed=t % 5)
+        return total + curved(torch.stack(rows), seed=9)
+
+    (got,) = torch.autograd.grad(ours(x), x)
+    (expected,) = torch.autograd.grad(reference(x), x)
+    assert float((got - expected).abs().max()) <= 1e-12 * float(expected.abs().max())
+    before = open_array_names()
+    with torch.no_grad():
+        ta = TensorArray(F64, size=4, mode="tf2", element_shape=(3,))
+        for t in range(300):
+            ta = ta.write(t % 4, x[t])
+        assert torch.equal(ta.stack(), x[296:].detach())
+    assert len(open_array_names() - before) <= 2
