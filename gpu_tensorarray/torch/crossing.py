@@ -251,7 +251,11 @@ class _Scope:
     def __enter__(self):
         self._device.__enter__()
         if self._stream is not None:
-            self._stream.__enter__()
+            try:
+                self._stream.__enter__()
+            except BaseException:           # the scope is not entered: nor is its device
+                self._device.__exit__(None, None, None)
+                raise
 
     def __exit__(self, *exc_info):
         if self._stream is not None:
