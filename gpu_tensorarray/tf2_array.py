@@ -26,10 +26,9 @@ from . import dtypes, messages, modes, raw_ops, tf2_lists
 from .conversion import truth
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import INT32_MAX, INT32_MIN, host_ints, scalar_int
-from .registry import deep_copy_refused, registry
 from .shapes import as_partial_shape, is_fully_defined, merge
 from .strings import as_strings, empty_strings
-from .registry import Handle
+from .registry import Handle, deep_copy_refused
 from .tensor_array import DTypeLike, IntLike, IntsLike, ShapeLike, Tensor, TensorArray, TensorLike
 
 __all__ = ["TF2TensorArray"]
@@ -50,25 +49,19 @@ class _Contents:
         self.version = 0
         self.slot_shapes = []                   # per logical slot: its value's shape, None if unwritten
         self.odd_shapes = False                 # some value's shape differs from the element shape
-        self.fresh_storage(dtype, length, "__init__")
-
-    def fresh_storage(self, dtype, length, method):
-        # Sized for the logical slots (no growth while they are written once, in order);
-        # overwrites and zero rows go past them. The tables first: a huge size fails before
-        # a storage exists.
         try:
-            phys, slot_shapes = np.full(max(8, length), _UNSET, np.int64), [None] * length
+            slot_shapes = [None] * length
         except MemoryError as error:
-            raise messages.list_out_of_memory(method, length, error) from None
-        self.handle, self.flow = raw_ops.TensorArrayV3(length, dtype, dynamic_size=True, clear_after_read=False,
-                                                       tensor_array_name="TensorArrayV2")
-        self.array = registry.lookup(self.handle)
-        self.phys = phys
-        self.length = length
-        self.next_phys = 0
-        self.in_order = True                    # phys[k] == k for every k < next_phys
-        self.zero_slots = {}                    # shape -> physical slot holding zeros of it
-        self.slot_shapes = slot_shapes
+            raise messages.list_out_of_memory("__init__", length, error) from None
+        handle, flow, phys = fresh_storage(dtype, length, "__init__")
+        self.install(handle, flow, phys, length, 0, True, slot_shapes)
+
+    def install(self, handle, flow, phys, length, used, in_order, slot_shapes):
+        """A storage (fresh_storage's, its values written) and its tables in place of the old:
+        one statement, so an interrupt leaves the one or the other. ``in_order``: phys[k] == k
+        for every k < used; zero_slots maps a shape to a physical slot holding zeros of it."""
+        self.handle, self.flow, self.array, self.phys, self.length, self.next_phys, self.in_order, \
+            self.zero_slots, self.slot_shapes = handle, flow, handle.array, phys, length, used, in_order, {}, slot_shapes
 
     def reserve(self, length, method):
         """Room in the tables for ``length`` logical slots (their length stays): an op grows
@@ -86,6 +79,19 @@ class _Contents:
     def identity(self):
         """Whether logical slot k is physical slot k for every k (all written, in order)."""
         return self.in_order and self.next_phys == self.length
+
+
+def fresh_storage(dtype, length, method):
+    """(handle, flow, phys): a storage sized for ``length`` logical slots (no growth while they
+    are written once, in order; overwrites and zero rows go past them) and its slot map, all
+    unset. The map first: a huge size fails before a storage exists."""
+    try:
+        phys = np.full(max(8, length), _UNSET, np.int64)
+    except MemoryError as error:
+        raise messages.list_out_of_memory(method, length, error) from None
+    handle, flow = raw_ops.TensorArrayV3(length, dtype, dynamic_size=True, clear_after_read=False,
+                                         tensor_array_name="TensorArrayV2")
+    return handle, flow, phys
 
 
 class TF2TensorArray(TensorArray):
@@ -246,13 +252,15 @@ class TF2TensorArray(TensorArray):
         return first
 
     def _physical(self, contents, indices, method):
-        """Physical slots for logical ``indices`` (unwritten ones: a zeros slot)."""
+        """Physical slots for logical ``indices`` (unwritten ones: a zeros slot, made first: making
+        it may move the values to a fresh storage, where they have other slots)."""
+        unset = contents.phys[indices] == _UNSET
+        if not unset.any():
+            return contents.phys[indices]
+        among = indices.tolist() if method == "gather" else None
+        zeros = self._zero_slot(contents, self._zero_shape(contents, method, among), method)
         slots = contents.phys[indices]
-        unset = slots == _UNSET
-        if unset.any():
-            slots = slots.copy()
-            among = indices.tolist() if method == "gather" else None
-            slots[unset] = self._zero_slot(contents, self._zero_shape(contents, method, among), method)
+        slots[unset] = zeros
         return slots
 
     def _copy_values(self, contents, zeros_for_unset):
@@ -276,14 +284,13 @@ class TF2TensorArray(TensorArray):
         gradient computation, or holds more overwritten values than live ones), through
         recorded ops so gradients follow them."""
         values = self._copy_values(contents, zeros_for_unset=False)
-        slot_shapes, length = contents.slot_shapes, contents.length
-        contents.fresh_storage(self._dtype, length, method)
-        contents.slot_shapes = slot_shapes
+        handle, flow, phys = fresh_storage(self._dtype, contents.length, method)
+        in_order = True
         for physical, (logical, value) in enumerate(values.items()):
-            raw_ops.TensorArrayWriteV3(contents.handle, physical, value, 0.0)
-            contents.phys[logical] = physical
-            contents.in_order = contents.in_order and physical == logical
-        contents.next_phys = len(values)
+            raw_ops.TensorArrayWriteV3(handle, physical, value, 0.0)
+            phys[logical] = physical
+            in_order = in_order and physical == logical
+        contents.install(handle, flow, phys, contents.length, len(values), in_order, contents.slot_shapes)
 
     # -- ops -----------------------------------------------------------------------------------
     def identity(self) -> TF2TensorArray:
@@ -402,9 +409,9 @@ class TF2TensorArray(TensorArray):
         tf2_lists.check_unstack(value.shape, self._static_size)
         count = value.shape[0]
         self._check_shape(contents, value.shape[1:], "unstack")
-        self._replace(contents, count, [value.shape[1:]] * count, "unstack")
-        raw_ops.TensorArrayScatterV3(contents.handle, np.arange(count), value, 0.0)
-        contents.next_phys = count
+        handle, flow, phys = self._in_order(count, "unstack")
+        raw_ops.TensorArrayScatterV3(handle, np.arange(count), value, 0.0)
+        contents.install(handle, flow, phys, count, count, True, [value.shape[1:]] * count)
         contents.list_shape = value.shape[1:]
         self._merge_shape(contents, value.shape[1:])
         contents.odd_shapes = False
@@ -412,10 +419,12 @@ class TF2TensorArray(TensorArray):
             self._note_shape(contents, value.shape[1:])
         return self._next(contents)
 
-    def _replace(self, contents, count, shapes, method):
-        contents.fresh_storage(self._dtype, count, method)
-        contents.phys[:count] = np.arange(count)
-        contents.slot_shapes = list(shapes)
+    def _in_order(self, count, method):
+        """fresh_storage for new contents of ``count`` values, logical slot k physical slot k:
+        the op writes them there, then installs it (a failed op leaves the old contents)."""
+        handle, flow, phys = fresh_storage(self._dtype, count, method)
+        phys[:count] = np.arange(count)
+        return handle, flow, phys
 
     def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """Row k of ``value`` into slot ``indices[k]`` (replacing; a repeated index: the last row)."""
@@ -457,9 +466,9 @@ class TF2TensorArray(TensorArray):
         shapes = [(int(n),) + rest for n in lengths.tolist()]
         element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,
                                                       lengths.tolist())
-        self._replace(contents, count, shapes, "split")
-        raw_ops.TensorArraySplitV3(contents.handle, value, lengths, 0.0)
-        contents.next_phys = count
+        handle, flow, phys = self._in_order(count, "split")
+        raw_ops.TensorArraySplitV3(handle, value, lengths, 0.0)
+        contents.install(handle, flow, phys, count, count, True, shapes)
         contents.element_shape = contents.list_shape = element_shape
         contents.odd_shapes = False
         for shape in set(shapes):

@@ -16,8 +16,10 @@ list over one torch TensorArray of V3 rules (dynamic, reads that never clear) an
 logical slot to physical slot. A write always goes to a fresh physical slot, so a value is
 never written twice and the V3 gradient rules give the list's gradients: an overwritten value
 is never read again (no gradient), a slot read twice gets the sum, an unwritten slot is a
-zeros tensor that depends on nothing. A storage whose size a backward pass locked
-(TensorArrayGradV3) is moved, through bridge ops, to a fresh one when it must grow.
+zeros tensor that depends on nothing. The values move, through bridge ops, to a fresh storage
+when the old one's size was locked by a backward pass (TensorArrayGradV3) and it must grow, and
+once overwrites have used more than twice the list's slots (tf2_lists.worth_moving): memory
+follows the list's length, not the number of its writes.
 """
 
 import itertools
@@ -206,38 +208,48 @@ class TF2TensorArray:
         tf2_lists.check_element(contents.element_shape, tuple(shape), method)
         return merge(contents.element_shape, tuple(shape)) if self._infer_shape else contents.element_shape
 
-    def _fresh(self, contents, count, method):
+    def _fresh(self, contents, count, method, replacing=False):
         """``count`` fresh physical slots: past the end of a storage that can grow, or of a
         new one holding the written values (a backward pass locked the old one's size, or
-        overwrites filled it: tf2_lists.worth_moving)."""
+        overwrites filled it: tf2_lists.worth_moving); of an empty one when the op replaces
+        every value (``replacing``: unstack, split)."""
         storage = contents.storage
         array = registry.lookup(storage._ta.handle)
-        if (not array.dynamic_size and contents.next_phys + count > array.size) or \
+        locked = not array.dynamic_size
+        if (locked and contents.next_phys + count > array.size) or \
                 tf2_lists.worth_moving(contents.next_phys, len(contents.phys), count):
-            live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
-            moved = [self._moved(contents, slot, method) for _, slot in live]     # may fail: nothing changed yet
-            fresh = contents.make_storage(len(live))
+            live = [] if replacing else [(logical, slot) for logical, slot in enumerate(contents.phys)
+                                         if slot is not None]
+            moved = [self._moved(contents, slot, method, locked) for _, slot in live]    # may fail: nothing changed yet
+            fresh = contents.make_storage(len(live) + count)
             with torch.enable_grad():       # a move under no_grad keeps the values' gradients
                 for physical, value in enumerate(moved):
                     fresh = fresh.write(physical, value)
-            contents.shapes = {physical: contents.shapes[slot] for physical, (_, slot) in enumerate(live)}
+            phys = list(contents.phys)
             for physical, (logical, _) in enumerate(live):
-                contents.phys[logical] = physical
-            contents.values = {physical: value for physical, value in enumerate(moved) if value.requires_grad}
-            contents.versions = {physical: value._version for physical, value in contents.values.items()}
-            contents.storage, contents.next_phys = fresh, len(live)
+                phys[logical] = physical
+            values = {physical: value for physical, value in enumerate(moved) if value.requires_grad}
+            # One statement: an interrupt leaves the old storage and its tables, or the new ones.
+            contents.storage, contents.phys, contents.next_phys, contents.shapes, contents.values, \
+                contents.versions = fresh, phys, len(live), \
+                {physical: contents.shapes[slot] for physical, (_, slot) in enumerate(live)}, values, \
+                {physical: value._version for physical, value in values.items()}
         first = contents.next_phys
         contents.next_phys += count
         return first
 
-    def _moved(self, contents, slot, method):
-        """What a physical slot's value moves as. One that needs a gradient: the tensor written
-        (not read back: a read would chain the new graph to the old storage's nodes, which the
-        pass that locked it has run), unless it changed in place since the write. Any other:
+    def _moved(self, contents, slot, method, locked):
+        """What a physical slot's value moves as. One that needs a gradient: from a storage no
+        backward pass has locked, read back with its gradient (its write's node then holds the
+        value as written, whatever changed it in place since); from a locked one, whose nodes that
+        pass has run, the tensor written, unless it changed in place since the write. Any other:
         the value the old storage holds (as written), read without a gradient."""
         value = contents.values.get(slot)
         if value is None:
             with torch.no_grad():
+                return contents.storage.read(slot)
+        if not locked:
+            with torch.enable_grad():
                 return contents.storage.read(slot)
         if value._version != contents.versions[slot]:
             raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
@@ -387,7 +399,7 @@ class TF2TensorArray:
         tf2_lists.check_unstack(tuple(value.shape), self._static_size)
         count = value.shape[0]
         element_shape = self._shape_after(contents, value.shape[1:], "unstack")
-        first = self._fresh(contents, count, "unstack")
+        first = self._fresh(contents, count, "unstack", replacing=True)
         if count:
             contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
             self._keep(contents, first, value, lambda: value.unbind(0))
@@ -404,7 +416,7 @@ class TF2TensorArray:
         tf2_lists.check_split(tuple(value.shape), lengths_shape, lengths, self._static_size)
         element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape),
                                                       lengths)
-        first = self._fresh(contents, len(lengths), "split")
+        first = self._fresh(contents, len(lengths), "split", replacing=True)
         start, storage, pieces = 0, contents.storage, []
         for k, length in enumerate(lengths):
             pieces.append(value[start:start + length])

@@ -524,3 +524,69 @@ def test_a_ring_buffer_holds_storage_for_its_slots_not_its_writes(backend):
     assert [float(gta.to_numpy(g)[0]) for g in grads] == expected
     del tape, reads, stacked
     assert len(open_array_names() - before) <= 2          # the list's storage (and a scratch array)
+
+
+def _overwritten_until_a_move(ta, index, rows):
+    """Overwrite slot ``index`` with ``rows`` (one at a time) until the next write would move the
+    values to a fresh storage: the storage has used 2 * (length + 1) + 16 physical slots."""
+    from gpu_tensorarray.registry import registry
+    length = int(ta.size())
+    while registry.lookup(ta.handle).size < 2 * (length + 1) + 16:
+        ta = ta.write(index, rows)
+    return ta
+
+
+def test_a_move_keeps_unwritten_slots_and_the_order_of_the_rest(backend):
+    """A gather or stack that needs a zeros slot for an unwritten slot makes it first: making it
+    may move the values, which then have other physical slots (it read the old ones)."""
+    ta = gta.TensorArray("float32", size=20, mode="tf2", element_shape=[1])
+    for index in reversed(range(19)):                   # slot 19 never written
+        ta = ta.write(index, np.array([index], np.float32))
+    ta = _overwritten_until_a_move(ta, 0, np.array([0.0], np.float32))
+    assert gta.to_numpy(ta.gather([1, 2, 19])).ravel().tolist() == [1.0, 2.0, 0.0]
+    ta = _overwritten_until_a_move(ta, 0, np.array([0.0], np.float32))
+    assert gta.to_numpy(ta.stack()).ravel().tolist() == list(range(19)) + [0.0]
+
+
+@pytest.mark.parametrize("failure", [errors.ResourceExhaustedError, KeyboardInterrupt])
+def test_a_move_that_fails_changes_nothing(backend, monkeypatch, failure):
+    """A write whose move to a fresh storage fails halfway (out of memory, an interrupt) leaves
+    the list as it was: the fresh storage is put in place only once it holds every value."""
+    from gpu_tensorarray import tf2_array
+    ta = gta.TensorArray("float32", size=4, mode="tf2")
+    for index in range(4):
+        ta = ta.write(index, np.full(2, index, np.float32))
+    ta = _overwritten_until_a_move(ta, 3, np.full(2, 3, np.float32))
+    real, calls = tf2_array.raw_ops.TensorArrayWriteV3, [0]
+
+    def failing(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 3:                               # the move's third write
+            raise failure("injected")
+        return real(*args, **kwargs)
+    with monkeypatch.context() as patch:
+        patch.setattr(tf2_array.raw_ops, "TensorArrayWriteV3", failing)
+        with pytest.raises(failure, match="injected"):
+            ta.write(0, np.full(2, 9, np.float32))
+    assert gta.to_numpy(ta.stack()).tolist() == [[0, 0], [1, 1], [2, 2], [3, 3]]
+    ta = ta.write(0, np.full(2, 9, np.float32))
+    assert gta.to_numpy(ta.stack()).tolist() == [[9, 9], [1, 1], [2, 2], [3, 3]]
+
+
+@pytest.mark.parametrize("op", ["unstack", "split"])
+def test_unstack_and_split_that_fail_leave_the_contents(backend, monkeypatch, op):
+    """unstack and split replace the contents by a fresh storage, put in place once it holds them."""
+    from gpu_tensorarray import tf2_array
+    ta = gta.TensorArray("float32", size=0, dynamic_size=True, mode="tf2")
+    ta = ta.write(0, np.ones(2, np.float32)) if op == "unstack" else ta.split(np.ones((1, 2), np.float32), [1])
+    before = gta.to_numpy(ta.concat() if op == "split" else ta.stack()).tolist()
+    name = "TensorArrayScatterV3" if op == "unstack" else "TensorArraySplitV3"
+
+    def failing(*args, **kwargs):
+        raise KeyboardInterrupt("injected")
+    with monkeypatch.context() as patch:
+        patch.setattr(tf2_array.raw_ops, name, failing)
+        with pytest.raises(KeyboardInterrupt, match="injected"):
+            ta.unstack(np.zeros((3, 2), np.float32)) if op == "unstack" else \
+                ta.split(np.zeros((3, 2), np.float32), [1, 2])
+    assert gta.to_numpy(ta.concat() if op == "split" else ta.stack()).tolist() == before == [[1.0, 1.0]]

@@ -657,3 +657,24 @@ def test_a_ring_buffer_holds_storage_for_its_slots_not_its_writes(backend):
             ta = ta.write(t % 4, x[t])
         assert torch.equal(ta.stack(), x[296:].detach())
     assert len(open_array_names() - before) <= 2
+
+
+def test_moves_keep_gradients_of_values_read_back_and_under_no_grad(backend):
+    """Moves made by overwrites read the values back through the old storage (no backward pass
+    has run its nodes): rows of a buffer filled in place, each read right after its write (its
+    node made then), move as written; and a move under no_grad keeps a value's gradient."""
+    x = torch.randn(3, generator=torch.Generator().manual_seed(2), dtype=F64).to(torch_device()).requires_grad_()
+    buffer = torch.zeros(40, 3, dtype=F64, device=torch_device())
+    ta, total = TensorArray(F64, size=4, mode="tf2"), 0
+    for t in range(40):
+        buffer[t] = x * (t + 1)
+        ta = ta.write(t % 4, buffer[t])
+        total = total + ta.read(t % 4).sum()
+    (grad,) = torch.autograd.grad(total, x)
+    assert grad.tolist() == [820.0] * 3                  # sum of 1..40
+    kept = TensorArray(F64, size=8, mode="tf2").write(7, x * 5)
+    with torch.no_grad():
+        for t in range(100):                             # many moves, x * 5 in slot 7 through each
+            kept = kept.write(t % 7, torch.ones(3, dtype=F64, device=torch_device()))
+    (grad,) = torch.autograd.grad(kept.read(7).sum() + kept.stack().sum(), x)
+    assert grad.tolist() == [10.0] * 3
