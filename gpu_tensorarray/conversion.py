@@ -27,7 +27,7 @@ Whatever a caller's object raises while being read (``__array__``, ``__dlpack__`
 import numpy as np
 
 from . import dtypes, strings
-from .errors import InvalidArgumentError, OpError, about, described, shown
+from .errors import InvalidArgumentError, OpError, ResourceExhaustedError, about, described, shown
 
 __all__ = ["to_tensor", "to_flow", "truth"]
 
@@ -74,6 +74,8 @@ def to_tensor(backend, value, dtype=None, owner=None):
         return backend.from_host(host.astype(python_dtype, copy=False))
     try:
         foreign = backend.from_foreign(value)
+    except ResourceExhaustedError as error:     # a device copy (of another device's, to the host) found no room
+        raise ResourceExhaustedError(error.message + about(owner)) from None
     except OpError:
         raise
     except Exception as error:      # a hostile __dlpack__, __dlpack_device__ or __getattr__

@@ -6,6 +6,8 @@ check looks in sys.modules: ``import gpu_tensorarray`` never imports CuPy.
 
 import sys
 
+from ..errors import ResourceExhaustedError
+
 __all__ = ["is_cupy_array", "is_cuda_out_of_memory", "cupy_to_host"]
 
 
@@ -28,11 +30,13 @@ def cupy_to_host(array):
     device's current stream, so the array's own device is made current first: the copy
     then comes after the work queued there (and a strided array, made contiguous first
     inside ``with stream:``, does not meet another device's stream, which CuPy refuses).
-    The device running out of memory for that copy raises MemoryError."""
+    Memory running out for the copy (the device's, with CuPy's pool or without, or the
+    host's) raises ResourceExhaustedError."""
     try:
         with array.device:
             return array.get()
     except Exception as error:
-        if is_cuda_out_of_memory(error):
-            raise MemoryError(str(error)) from None
+        if isinstance(error, MemoryError) or is_cuda_out_of_memory(error):
+            raise ResourceExhaustedError(f"OOM when copying a value of {array.nbytes} bytes from "
+                                         f"cuda:{array.device.id} to the host: {error}") from None
         raise

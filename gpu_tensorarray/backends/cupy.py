@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes
 from . import kernel_sources
-from .arrays import is_cuda_out_of_memory
+from .arrays import cupy_to_host, is_cuda_out_of_memory
 from ..errors import AbortedError, ResourceExhaustedError, UnavailableError
 from .base import Backend
 from .device_guard import DeviceScope
@@ -286,7 +286,9 @@ class CupyBackend(KernelRows, Backend):
             ready.record()
         with self._device:
             cupy.cuda.get_current_stream().wait_event(ready)
-            copied = value.copy()                 # CuPy copies across devices into the current one
+            # CuPy copies across devices into the current one (through the door: a full device
+            # is ResourceExhaustedError, with or without CuPy's pool)
+            copied = self.allocate(value.copy, value.nbytes, lambda: f"a copy of a value from cuda:{value.device.id}")
             done = cupy.cuda.Event(disable_timing=True)
             done.record()
         with value.device:
@@ -310,8 +312,7 @@ class CupyBackend(KernelRows, Backend):
     def to_numpy(self, array):
         if not isinstance(array, cupy.ndarray):
             return np.asarray(array)
-        with self._device:
-            return array.get()
+        return cupy_to_host(array)
 
     def copy(self, array):
         with self._device:

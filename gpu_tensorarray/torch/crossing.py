@@ -83,8 +83,10 @@ def host_value(value):
     if isinstance(value, torch.Tensor):
         try:
             return value.detach().cpu().numpy()
-        except Exception:           # a sparse, meta or nested tensor: the library's checks refuse it by name
-            return value
+        except Exception:
+            if refused(value, None) is None:
+                raise
+            return value            # a sparse, meta or nested tensor: the library's checks refuse it by name
     return value
 
 

@@ -539,3 +539,34 @@ def test_host_temporaries_out_of_memory_are_resource_exhausted_and_change_nothin
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split("\n")[:4] == ["ResourceExhaustedError True", "ResourceExhaustedError True",
                                              "False False True", "[0.0, 1.0, 2.0] 1000000"], done.stdout
+
+
+def _two_devices():
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount() >= 2
+    except Exception:
+        return False
+
+
+@pytest.mark.skipif(not _two_devices(), reason="needs CuPy (or its stand-in) with two devices")
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+def test_device_copies_that_find_no_memory_are_resource_exhausted(refusal):
+    """A value of cuda:1 written into an array of cuda:0, and a strided value of a device read
+    to the host (written into a numpy-backend array, or gta.to_numpy), while the device is full:
+    ResourceExhaustedError (naming the array where there is one), with CuPy's pool or without."""
+    import cupy
+    with cupy.cuda.Device(1):
+        other = cupy.ones(4, cupy.float32)
+    strided = cupy.arange(8, dtype=cupy.float32)[::2]
+    with gta.device("cuda:0"):
+        on_device, flow = new(2, "float32")          # the flow already on the device: the write uploads nothing
+    with gta.device("numpy"):
+        on_host, _ = new(2, "float32")
+    calls = {on_device.name: lambda: write(on_device, 0, other, flow), on_host.name: lambda: write(on_host, 0, strided),
+             "to_numpy": lambda: gta.to_numpy(strided)}
+    with cupy.cuda.using_allocator(REFUSALS[refusal]):
+        for name, call in calls.items():
+            with pytest.raises(errors.ResourceExhaustedError, match="OOM") as raised:
+                call()
+            assert name == "to_numpy" or name in str(raised.value), raised.value
