@@ -342,6 +342,11 @@ def list_rows_differ(method, expected, shape):
                      f"rows of one {method} must have one shape)", method)
 
 
+def list_empty_gather_shape(shape):
+    return tf2_error(f"Tried to gather 0-elements from a list with non-fully-defined shape: {format_shape(shape)}",
+                     "gather")
+
+
 def list_empty_stack_shape(shape):
     return tf2_error(f"Tried to stack elements of an empty list with non-fully-defined element_shape: "
                      f"{_tshape(shape)}", "stack")

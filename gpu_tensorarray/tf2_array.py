@@ -159,12 +159,13 @@ class TF2TensorArray(TensorArray):
         return contents
 
     def _next(self, contents, bump=True):
-        if bump:
-            contents.version += 1
+        # The result first, the list's version last: an interrupt before it leaves this
+        # TensorArray the one to go on with (the op done), not none at all.
         result = _new(TF2TensorArray)
         result._dtype, result._infer_shape, result._dynamic_size = self._dtype, self._infer_shape, self._dynamic_size
         result._static_size, result._known_size, result._shape_cell = self._static_size, self._known_size, None
-        result._contents, result._version = contents, contents.version
+        result._contents, result._version = contents, contents.version + bump
+        contents.version = result._version
         return result
 
     # -- values --------------------------------------------------------------------------------
@@ -356,8 +357,8 @@ class TF2TensorArray(TensorArray):
         return self._rows(contents, indices, "gather")
 
     def _rows(self, contents, indices, method):
-        if len(indices) == 0:
-            return self._empty(self._zero_shape(contents, method, [] if method == "gather" else None))
+        if len(indices) == 0:               # a gather of no indices (a stack of no slots returned earlier)
+            return self._empty(tf2_lists.empty_gather_shape(contents.element_shape, contents.list_shape))
         self._check_row_shapes(contents, indices, method)
         slots = self._physical(contents, indices, method)
         return raw_ops.TensorArrayGatherV3(contents.handle, slots, contents.flow, self._dtype)

@@ -11,8 +11,8 @@ from .shapes import except_first, is_compatible, is_fully_defined, merge
 
 __all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
            "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "converted",
-           "empty_concat_shape", "empty_stack_shape", "index", "merged", "split_element_shape", "zeros_shape",
-           "worth_moving"]
+           "empty_concat_shape", "empty_gather_shape", "empty_stack_shape", "index", "merged", "split_element_shape",
+           "worth_moving", "zeros_shape"]
 
 # Physical slots a list may use beyond twice its length before its values move to a fresh storage.
 _SLACK = 16
@@ -102,6 +102,14 @@ def check_rows(shape, row_shapes, method):
     for row_shape in sorted(shapes):
         if row_shape != expected:
             raise messages.list_rows_differ(method, expected, row_shape)
+
+
+def empty_gather_shape(element_shape, list_shape):
+    """The element shape of a gather of no indices, which must be fully defined (set slots aside)."""
+    shape = merged(element_shape, list_shape, "gather")
+    if not is_fully_defined(shape):
+        raise messages.list_empty_gather_shape(shape)
+    return shape
 
 
 def empty_stack_shape(element_shape, list_shape):

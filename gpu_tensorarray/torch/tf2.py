@@ -130,11 +130,12 @@ class TF2TensorArray:
         return contents
 
     def _next(self, contents, bump=True):
-        if bump:
-            contents.version += 1
+        # The result first, the list's version last: an interrupt before it leaves this
+        # TensorArray the one to go on with (the op done), not none at all.
         result = _new(TF2TensorArray)
-        result._contents, result._version = contents, contents.version
+        result._contents, result._version = contents, contents.version + bump
         result._dynamic_size, result._infer_shape, result._dtype = self._dynamic_size, self._infer_shape, self._dtype
+        contents.version = result._version
         return result
 
     # -- properties ----------------------------------------------------------------------------
@@ -344,7 +345,8 @@ class TF2TensorArray:
             if not 0 <= index < len(contents.phys):
                 raise messages.list_gather_bounds(index, len(contents.phys), is_fully_defined(contents.list_shape))
         if not indices:
-            return self._zeros(contents, (0,) + tuple(self._zero_shape(contents, "gather", among=())))
+            shape = tf2_lists.empty_gather_shape(contents.element_shape, contents.list_shape)
+            return self._zeros(contents, (0,) + tuple(shape))
         return self._rows(contents, indices, "gather")
 
     def stack(self, name=None):

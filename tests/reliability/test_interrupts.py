@@ -482,3 +482,60 @@ def test_an_interrupt_in_the_device_step_never_keeps_the_lock_or_loses_the_order
         recorded_after = done is None or "record" in device.log[done:nxt]
         assert "synchronize" in before or ("wait" in before and recorded_after), (interrupt.where, device.log)
     assert at > 5
+
+
+# -- 3. mode tf2: a write that moves the list's values to a fresh storage ----------------------------
+
+def _moving_write(make, row):
+    """(a list of 4 slots whose next write moves its values, that write): slots 0-2 written once,
+    slot 3 overwritten until the storage holds 2 * (4 + 1) + 16 physical slots."""
+    ta = make()
+    for index in range(3):
+        ta = ta.write(index, row(index))
+    for value in range(3, 3 + 23):
+        ta = ta.write(3, row(value))
+    return ta, lambda: ta.write(0, row(9))
+
+
+def _contents(ta):
+    """The list's rows as a plain list, whether or not an op superseded ``ta`` (read through a
+    TensorArray of the same contents at their current version)."""
+    current = ta._next(ta._contents, bump=False)
+    return np.asarray(host(current.stack())).tolist()
+
+
+@pytest.mark.parametrize("bridge", ["library", "torch"])
+def test_an_interrupt_in_a_moving_tf2_write_leaves_the_list_before_or_after(backend, bridge):
+    """At every point an interrupt can land in a mode tf2 write that moves the values (once
+    overwrites have used twice the list's slots): the list holds its values as before the write
+    or as after it, and the TensorArray the caller has goes on being usable, except at the last
+    points (the returns of _next and of the op), where the new one was made and the interrupt drops it."""
+    import gpu_tensorarray as gta
+    if bridge == "torch":
+        torch = pytest.importorskip("torch")
+        from gpu_tensorarray.torch import TensorArray as TorchTensorArray
+        make = lambda: TorchTensorArray(torch.float64, size=4, mode="tf2", element_shape=(2,))  # noqa: E731
+        row = lambda value: torch.full((2,), float(value), dtype=torch.float64)             # noqa: E731
+    else:
+        make = lambda: gta.TensorArray("float64", size=4, mode="tf2", element_shape=(2,))   # noqa: E731
+        row = lambda value: np.full(2, float(value))                                       # noqa: E731
+    ta, op = _moving_write(make, row)
+    before = _contents(ta)
+    after = np.asarray(host(op().stack())).tolist()
+    at, dropped, failures = 0, [], []
+    while True:
+        at += 1
+        ta, op = _moving_write(make, row)
+        interrupt = Interrupt(at)
+        if not interrupt.run(op):
+            break
+        now = _contents(ta)
+        if now not in (before, after):
+            failures.append((at, interrupt.where, now))
+        try:
+            ta.stack()
+        except errors.InvalidArgumentError:
+            dropped.append(at)                     # superseded: the op's result was made, then dropped
+    points = at - 1
+    assert points > 20 and not failures, failures[:5]
+    assert all(point > points - 2 for point in dropped), (points, dropped)     # _next's and the op's returns

@@ -377,6 +377,8 @@ def test_documented_crashes_and_contradictions_are_still_there():
     (dict(size=1, element_shape=[2]), lambda ta: ta.gather([1])),
     (dict(size=2, element_shape=[None]), lambda ta: ta.gather([0, 1])),
     (dict(size=2), lambda ta: ta.write(0, [1.0, 1.0, 1.0]).gather([1, 5])),     # the list's own shape decides
+    (dict(size=5, infer_shape=False), lambda ta: ta.gather(np.zeros(0, np.int32))),          # no indices
+    (dict(size=5, element_shape=[None, 3]), lambda ta: ta.gather(np.zeros(0, np.int32))),
 ])
 def test_list_kernel_error_texts_are_tensorflows(case):
     """The TensorList kernels' own texts, as tf.function gives them (TensorFlow's typo included)."""
