@@ -38,6 +38,9 @@ class Handle:
     def __reduce__(self):
         raise TypeError("TensorArray handles refer to live device memory and cannot be pickled")
 
+    def __copy__(self):
+        return self                 # a reference: a copy of it refers to the same array
+
     def __deepcopy__(self, memo):
         raise deep_copy_refused(self.name)
 

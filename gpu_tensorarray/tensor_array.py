@@ -260,7 +260,8 @@ class TensorArray:
             return self.scatter(np.arange(count), value, name=name)
         except InvalidArgumentError as error:
             # TensorFlow's unstack is this scatter, so its text comes first; the advice follows it.
-            if not error.message.startswith("Max scatter index must be < array size"):
+            if not error.message.startswith("Max scatter index must be < array size") or \
+                    self._handle.array.created_dynamic:     # (a gradient array fixed the size: the error says so)
                 raise
             raise type(error)(f"{error.message} (TensorArray.unstack of {count} rows: create the TensorArray "
                               f"with size={count} or dynamic_size=True)") from None

@@ -94,7 +94,7 @@ def to_backend(value, backend, owner=None):
     """A caller's value for a write/scatter/split on ``backend``: a torch tensor as an
     array sharing its memory (a host<->device copy only when the tensor lives on the
     other side); anything else as it is, for the library to convert."""
-    if type(value) is torch.Tensor and backend.name != "cupy":
+    if type(value) is torch.Tensor and backend.name != "cupy" and value.dtype is not torch.bfloat16:
         try:
             # The common case in one call: a CPU tensor's own memory; a tensor on another
             # device, or with a conj or neg bit, as a copy (the op copies it anyway). A dtype
@@ -215,13 +215,11 @@ def to_torch(array, backend):
 
 
 def from_host(array):
-    """A NumPy array of the caller's own (fresh, writable) as a torch tensor over its memory."""
-    try:
-        return torch.from_numpy(array)
-    except TypeError:                               # a dtype torch's NumPy import lacks: bfloat16
-        if _TO_TORCH.get(array.dtype) is not torch.bfloat16:
-            raise
+    """A NumPy array of the caller's own (fresh, writable) as a torch tensor over its memory;
+    bfloat16 (ml_dtypes', a kind "V" dtype to NumPy), which torch's NumPy import lacks, by its bits."""
+    if array.dtype.kind == "V" and _TO_TORCH.get(array.dtype) is torch.bfloat16:
         return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(array)
 
 
 # -- streams ---------------------------------------------------------------------------------

@@ -19,8 +19,7 @@ from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
-from .crossing import (as_dtype, cuda_scope, from_host, host_value, refuse_tangent, to_backend, torch_dtype,
-                       torch_has_cuda)
+from .crossing import as_dtype, cuda_scope, host_value, refuse_tangent, to_backend, torch_dtype, torch_has_cuda
 from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
@@ -72,7 +71,7 @@ class TensorArray:
         else:                                             # the active device's host backend
             self._ta = _LibraryTensorArray(*arguments, mode="tf1")
         self._backend = self._ta.handle.array.backend
-        self._host = self._backend.name != "cupy"       # values are NumPy arrays: torch shares them
+        self._host = _shares_numpy(self._backend, self._ta.dtype)
         if handle is not None:
             state = _states.get(self._ta.handle)
             if state is not None and flow is state.flow:
@@ -104,7 +103,7 @@ class TensorArray:
                                           infer_shape=forward._infer_shape, mode="tf1")
             library._shape_cell = forward._shape_cell
         result._ta, result._backend, result._state, result._n = library, handle.array.backend, state, 0
-        result._host = result._backend.name != "cupy"
+        result._host = _shares_numpy(result._backend, library.dtype)
         return result
 
     # -- properties ----------------------------------------------------------------------------
@@ -188,10 +187,7 @@ class TensorArray:
             value = _raw_read(ta._handle, index if type(index) is int else host_value(index), ta._flow, ta._dtype)
             if type(value) is not np.ndarray or not value.flags.writeable:
                 value = np.array(value)          # a view of storage: torch has no read-only tensors
-            try:
-                return torch.from_numpy(value)
-            except TypeError:                    # bfloat16: from_host knows it
-                return from_host(value)
+            return torch.from_numpy(value)
         index = host_value(index)
         return self._read(READ, index, "read", lambda: (_slot(index),))
 
@@ -233,11 +229,11 @@ class TensorArray:
         if self._host:
             if type(value) is torch.Tensor:
                 try:
-                    array = value.numpy(force=True)      # _host_array's common case, inline
+                    array = value.numpy(force=True)      # to_backend's common case, inline
                 except (RuntimeError, TypeError):
-                    array = _host_array(value, self._backend, ta.handle)
+                    array = to_backend(value, self._backend, ta.handle)
             else:
-                array = _host_array(value, self._backend, ta.handle)
+                array = to_backend(value, self._backend, ta.handle)
             known = ta._shape_cell[0]
             if type(array) is np.ndarray and known is not None and None not in known:
                 # The library class's write, less what a known shape leaves it to do:
@@ -318,14 +314,10 @@ register_wrapper(TensorArray._wrap)
 register_storage_class(TensorArray)
 
 
-def _host_array(value, backend, handle):
-    """A value for a CPU backend's op: a tensor as NumPy in one call (a CPU tensor's own memory)."""
-    if type(value) is torch.Tensor:
-        try:
-            return value.numpy(force=True)
-        except (RuntimeError, TypeError):       # a dtype NumPy lacks: to_backend reports it
-            pass
-    return to_backend(value, backend, handle)
+def _shares_numpy(backend, dtype):
+    """Whether the array's values are NumPy arrays that torch shares (the CPU fast paths): on a CPU
+    backend, of a dtype torch's NumPy import knows (not bfloat16, which crosses as its bits)."""
+    return backend.name != "cupy" and torch_dtype(dtype) is not torch.bfloat16
 
 
 def _indices_and_slots(indices):

@@ -193,7 +193,7 @@ def test_python_and_numpy_values_convert_to_bfloat16(backend, mode):
     even, as ml_dtypes rounds), and ml_dtypes arrays taken as they are."""
     exact = np.array([1.5, -2.25], ml_dtypes.bfloat16)
     rounded = 1.0 + 2.0 ** -9                              # between two bfloat16 values: to the even one
-    ta = TensorArray(BF16, size=4, mode=mode).write(0, 1.5).write(1, [rounded, 3.0][0]).write(2, exact[1])
+    ta = TensorArray(BF16, size=4, mode=mode).write(0, 1.5).write(1, rounded).write(2, exact[1])
     ta = ta.scatter([3], exact[:1])
     expected = np.array([1.5, ml_dtypes.bfloat16(rounded), -2.25, 1.5], ml_dtypes.bfloat16)
     assert torch.equal(bits(ta.stack()), torch.from_numpy(expected.view(np.int16)))
