@@ -79,6 +79,18 @@ class _Contents:
         self.version = 0
 
 
+def _kept(first, value, rows):
+    """({slot: row}, {slot: its version counter}) of the tensors ``rows()`` of ``value``, written to
+    physical slots ``first``, ``first + 1``, ..., kept for a move when the write recorded them for a
+    gradient (as the storage's write decides: the value requires grad, and grad mode is on). Others
+    are not kept: they move as the old storage holds them, untracked as written, and an inference
+    tensor has no version counter to read."""
+    if not (value.requires_grad and torch.is_grad_enabled()):
+        return {}, {}
+    values = dict(enumerate(rows(), first))
+    return values, {slot: row._version for slot, row in values.items()}
+
+
 def _grow(phys, length, method):
     """``phys`` grown with unwritten logical slots to ``length`` (an op does this first, and
     cuts it back should the op fail); a huge size or index that finds no host memory for them
@@ -209,18 +221,16 @@ class TF2TensorArray:
         tf2_lists.check_element(contents.element_shape, tuple(shape), method)
         return merge(contents.element_shape, tuple(shape)) if self._infer_shape else contents.element_shape
 
-    def _fresh(self, contents, count, method, replacing=False):
+    def _fresh(self, contents, count, method):
         """``count`` fresh physical slots: past the end of a storage that can grow, or of a
         new one holding the written values (a backward pass locked the old one's size, or
-        overwrites filled it: tf2_lists.worth_moving); of an empty one when the op replaces
-        every value (``replacing``: unstack, split)."""
+        overwrites filled it: tf2_lists.worth_moving)."""
         storage = contents.storage
         array = registry.lookup(storage._ta.handle)
         locked = not array.dynamic_size
         if (locked and contents.next_phys + count > array.size) or \
                 tf2_lists.worth_moving(contents.next_phys, len(contents.phys), count):
-            live = [] if replacing else [(logical, slot) for logical, slot in enumerate(contents.phys)
-                                         if slot is not None]
+            live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
             moved = [self._moved(contents, slot, method, locked) for _, slot in live]    # may fail: nothing changed yet
             fresh = contents.make_storage(len(live) + count)
             with torch.enable_grad():       # a move under no_grad keeps the values' gradients
@@ -262,14 +272,21 @@ class TF2TensorArray:
 
     def _keep(self, contents, first, value, rows):
         """Remember the tensors ``rows()`` of ``value``, written to physical slots ``first``,
-        ``first + 1``, ..., for a move when the write recorded them for a gradient (as the storage's
-        write decides: the value requires grad, and grad mode is on). Others are not kept: they move
-        as the old storage holds them, untracked as written, and an inference tensor has no version
-        counter to read."""
-        if value.requires_grad and torch.is_grad_enabled():
-            for slot, row in enumerate(rows(), first):
-                contents.values[slot] = row
-                contents.versions[slot] = row._version
+        ``first + 1``, ..., for a move (_kept)."""
+        values, versions = _kept(first, value, rows)
+        contents.values.update(values)
+        contents.versions.update(versions)
+
+    def _replaced(self, contents, storage, pieces, value, element_shape, list_shape):
+        """The contents become ``pieces`` of ``value`` (unstack's rows, split's pieces), written to
+        physical slots 0, 1, ... of ``storage``, a fresh one (what the old one holds is replaced):
+        put in place in one statement once written, so a failed op leaves the old contents."""
+        values, versions = _kept(0, value, lambda: pieces)
+        contents.storage, contents.phys, contents.next_phys, contents.shapes, contents.values, contents.versions, \
+            contents.element_shape, contents.list_shape = \
+            storage, list(range(len(pieces))), len(pieces), {slot: tuple(piece.shape) for slot, piece in
+                                                             enumerate(pieces)}, values, versions, element_shape, \
+            list_shape
 
     def _zero_shape(self, contents, method, among=None):
         """The shape an unwritten slot reads as, as the library's class finds it (zeros_shape): the
@@ -401,13 +418,10 @@ class TF2TensorArray:
         tf2_lists.check_unstack(tuple(value.shape), self._static_size)
         count = value.shape[0]
         element_shape = self._shape_after(contents, value.shape[1:], "unstack")
-        first = self._fresh(contents, count, "unstack", replacing=True)
+        storage = contents.make_storage(count)
         if count:
-            contents.storage = contents.storage.scatter(np.arange(first, first + count), value)
-            self._keep(contents, first, value, lambda: value.unbind(0))
-            contents.shapes.update(dict.fromkeys(range(first, first + count), tuple(value.shape[1:])))
-        contents.phys = [first + k for k in range(count)]
-        contents.element_shape, contents.list_shape = element_shape, tuple(value.shape[1:])
+            storage = storage.scatter(np.arange(count), value)
+        self._replaced(contents, storage, value.unbind(0), value, element_shape, tuple(value.shape[1:]))
         return self._next(contents)
 
     def split(self, value, lengths, name=None):
@@ -418,17 +432,12 @@ class TF2TensorArray:
         tf2_lists.check_split(tuple(value.shape), lengths_shape, lengths, self._static_size)
         element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape),
                                                       lengths)
-        first = self._fresh(contents, len(lengths), "split", replacing=True)
-        start, storage, pieces = 0, contents.storage, []
+        start, storage, pieces = 0, contents.make_storage(len(lengths)), []
         for k, length in enumerate(lengths):
             pieces.append(value[start:start + length])
-            storage = storage.write(first + k, pieces[-1])
+            storage = storage.write(k, pieces[-1])
             start += length
-        contents.storage = storage
-        self._keep(contents, first, value, lambda: pieces)
-        contents.shapes.update({first + k: tuple(piece.shape) for k, piece in enumerate(pieces)})
-        contents.phys = [first + k for k in range(len(lengths))]
-        contents.element_shape = contents.list_shape = element_shape
+        self._replaced(contents, storage, pieces, value, element_shape, element_shape)
         return self._next(contents)
 
     def size(self, name=None):

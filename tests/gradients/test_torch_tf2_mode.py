@@ -678,3 +678,24 @@ def test_moves_keep_gradients_of_values_read_back_and_under_no_grad(backend):
             kept = kept.write(t % 7, torch.ones(3, dtype=F64, device=torch_device()))
     (grad,) = torch.autograd.grad(kept.read(7).sum() + kept.stack().sum(), x)
     assert grad.tolist() == [10.0] * 3
+
+
+@pytest.mark.parametrize("op", ["unstack", "split"])
+def test_unstack_and_split_that_fail_leave_the_contents(backend, monkeypatch, op):
+    """unstack and split write the new contents into a fresh storage, put in place once it holds
+    them: an op that fails halfway (an interrupt) leaves the old contents."""
+    ta = TensorArray(F64, size=0, dynamic_size=True, mode="tf2")
+    values = torch.tensor([[1.0, 1.0], [2.0, 2.0]], dtype=F64)
+    leaf = values.clone().requires_grad_()
+    ta = ta.unstack(leaf) if op == "unstack" else ta.split(leaf, [1, 1])
+    ta.read(0).sum().backward()                            # the storage's size is now locked
+
+    def failing(self, *args, **kwargs):
+        raise KeyboardInterrupt("injected")
+    with monkeypatch.context() as patch:
+        patch.setattr(tensor_array.TensorArray, "scatter" if op == "unstack" else "write", failing)
+        with pytest.raises(KeyboardInterrupt, match="injected"):
+            ta.unstack(torch.zeros(3, 2, dtype=F64)) if op == "unstack" else \
+                ta.split(torch.zeros(3, 2, dtype=F64), [1, 2])
+    current = ta._next(ta._contents, bump=False)           # the list as it is now (ta itself if not superseded)
+    assert (current.stack() if op == "unstack" else current.concat()).tolist() == [[1.0, 1.0], [2.0, 2.0]]
