@@ -34,7 +34,12 @@ __all__ = [
 
 def to_numpy(array: _Any) -> _numpy.ndarray:
     """A NumPy copy (or, for NumPy input, the array itself) of any backend's array."""
-    return _cupy_to_host(array) if _is_cupy_array(array) else _numpy.asarray(array)
+    if not _is_cupy_array(array):
+        return _numpy.asarray(array)
+    try:
+        return _cupy_to_host(array)
+    except MemoryError as error:
+        raise errors.ResourceExhaustedError(str(error)) from None
 
 
 def stats() -> dict[str, _Any]:

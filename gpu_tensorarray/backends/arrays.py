@@ -6,8 +6,6 @@ check looks in sys.modules: ``import gpu_tensorarray`` never imports CuPy.
 
 import sys
 
-from ..errors import ResourceExhaustedError
-
 __all__ = ["is_cupy_array", "is_cuda_out_of_memory", "cupy_to_host"]
 
 
@@ -31,12 +29,12 @@ def cupy_to_host(array):
     then comes after the work queued there (and a strided array, made contiguous first
     inside ``with stream:``, does not meet another device's stream, which CuPy refuses).
     Memory running out for the copy (the device's, with CuPy's pool or without, or the
-    host's) raises ResourceExhaustedError."""
+    host's) raises MemoryError saying so, for the caller to name what it copied."""
     try:
         with array.device:
             return array.get()
     except Exception as error:
         if isinstance(error, MemoryError) or is_cuda_out_of_memory(error):
-            raise ResourceExhaustedError(f"OOM when copying a value of {array.nbytes} bytes from "
-                                         f"cuda:{array.device.id} to the host: {error}") from None
+            raise MemoryError(f"OOM when copying a value of {array.nbytes} bytes from cuda:{array.device.id} to the "
+                              f"host: {error}") from None
         raise

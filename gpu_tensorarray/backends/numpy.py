@@ -7,6 +7,7 @@ import weakref
 import numpy as np
 
 from .. import dtypes
+from ..errors import ResourceExhaustedError
 from ..host import element_count
 from .arrays import cupy_to_host, is_cupy_array
 from .base import Backend, host_memory_limit
@@ -69,7 +70,10 @@ class NumpyBackend(Backend):
 
     def from_foreign(self, value):
         if is_cupy_array(value):
-            return cupy_to_host(value)
+            try:
+                return cupy_to_host(value)
+            except MemoryError as error:
+                raise ResourceExhaustedError(str(error)) from None
         if hasattr(value, "__dlpack__"):
             try:
                 return np.from_dlpack(value)
