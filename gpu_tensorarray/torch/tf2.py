@@ -253,13 +253,13 @@ class TF2TensorArray:
         """What a physical slot's value moves as. One that needs a gradient: from a storage no
         backward pass has locked, read back with its gradient (its write's node then holds the
         value as written, whatever changed it in place since); from a locked one, whose nodes that
-        pass has run, the tensor written, unless it changed in place since the write. Any other:
-        the value the old storage holds (as written), read without a gradient."""
+        pass has run, or under inference_mode, the tensor written, unless it changed in place since
+        the write. Any other: the value the old storage holds (as written), read without a gradient."""
         value = contents.values.get(slot)
         if value is None:
             with torch.no_grad():
                 return contents.storage.read(slot)
-        if not locked:
+        if not locked and not torch.is_inference_mode_enabled():    # (where a read makes an inference tensor)
             with torch.enable_grad():
                 return contents.storage.read(slot)
         if value._version != contents.versions[slot]:

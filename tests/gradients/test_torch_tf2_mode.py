@@ -699,3 +699,16 @@ def test_unstack_and_split_that_fail_leave_the_contents(backend, monkeypatch, op
                 ta.split(torch.zeros(3, 2, dtype=F64), [1, 2])
     current = ta._next(ta._contents, bump=False)           # the list as it is now (ta itself if not superseded)
     assert (current.stack() if op == "unstack" else current.concat()).tolist() == [[1.0, 1.0], [2.0, 2.0]]
+
+
+def test_moves_under_inference_mode_keep_gradients(backend):
+    """Overwrites under torch.inference_mode that move the values (where a read would make an
+    inference tensor, which has no version counter): a value written earlier with a gradient moves
+    as the tensor written, and keeps its gradient."""
+    x = torch.ones(2, dtype=F64, device=torch_device(), requires_grad=True)
+    ta = TensorArray(F64, size=4, mode="tf2").write(3, x * 5)
+    with torch.inference_mode():
+        for t in range(60):
+            ta = ta.write(t % 3, torch.ones(2, dtype=F64, device=torch_device()))
+    (grad,) = torch.autograd.grad(ta.read(3).sum(), x)
+    assert grad.tolist() == [5.0, 5.0]
