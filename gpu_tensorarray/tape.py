@@ -53,13 +53,15 @@ if hasattr(os, "register_at_fork"):
 
 
 def _record(op_type, inputs, outputs, dtype):
-    """The recorder raw_ops calls while some tape records: add the op to this thread's tapes."""
+    """The recorder raw_ops calls while some tape records: add the op to this thread's tapes
+    (those not inside their own stop_recording)."""
     tapes = getattr(_local, "tapes", None)
     if not tapes or getattr(_local, "paused", 0):
         return
     op = Op(op_type, inputs, outputs, {DTYPE_ATTR[op_type]: dtype})
     for tape in tapes:
-        tape._add(op)
+        if not tape._stopped:
+            tape._add(op)
 
 
 def _start(tape):
@@ -122,6 +124,7 @@ class GradientTape:
         self._ops = []
         self._producer = {}            # id(value read out) -> the op that returned it
         self._recording = False
+        self._stopped = 0               # depth of this tape's stop_recording blocks
         self._used = False
         self._calls = 0
         self.sources_used = []
@@ -136,8 +139,9 @@ class GradientTape:
         return tuple(self._ops or ())
 
     def __enter__(self):
-        if self._recording:
-            raise FailedPreconditionError("This GradientTape is already recording.")
+        if self._recording:             # TensorFlow's ValueError, and its words
+            raise InvalidArgumentError("Tape is still recording, This can happen if you try to re-enter an "
+                                       "already-active tape.")
         if self._used and not self._persistent:
             raise FailedPreconditionError(_NON_PERSISTENT)
         self._recording = True
@@ -151,9 +155,14 @@ class GradientTape:
 
     @contextlib.contextmanager
     def stop_recording(self):
-        """Ops inside are not recorded (by any tape of this thread)."""
-        with _paused():
+        """Ops inside are not recorded by this tape (other tapes go on recording them)."""
+        if not self._recording:         # TensorFlow's RuntimeError, and its words
+            raise FailedPreconditionError("Trying to stop recording a tape which is not recording.")
+        self._stopped += 1
+        try:
             yield
+        finally:
+            self._stopped -= 1
 
     def reset(self):
         """Forget everything recorded so far."""
@@ -291,7 +300,8 @@ class GradientTape:
                     array_flow[id(array)] = input_grads[-1]
         finally:
             ending()
-        results = [value_grads.get(id(value)) for value in sources]
+        # A source of a dtype without gradients (integers, bool, strings) is not connected, as in TensorFlow.
+        results = [value_grads.get(id(value)) if _differentiable(value) else None for value in sources]
         if unconnected is UnconnectedGradients.ZERO:
             results = [_zeros_like(value, backend_of_value.get(id(value))) if gradient is None else gradient
                        for value, gradient in zip(sources, results)]
@@ -325,9 +335,16 @@ def _zeros_like(value, backend):
     return backend.zeros(tuple(value.shape), dtypes.as_dtype(np.dtype(value.dtype).newbyteorder("=")))
 
 
+def _differentiable(value):
+    dtype = np.dtype(value.dtype)
+    return dtype.kind in "fc" or dtypes.name_of(dtype) == dtypes.BFLOAT16
+
+
 def _unconnected_mode(value):
+    """"none" or "zero", spelled as a string or as any enum of those values (TensorFlow's
+    tf.UnconnectedGradients too)."""
     try:
-        return UnconnectedGradients(value)
+        return UnconnectedGradients(value.value if isinstance(value, enum.Enum) else value)
     except ValueError:
         raise InvalidArgumentError(f"Unknown value for unconnected_gradients: {shown(value)}") from None
 
@@ -358,6 +375,9 @@ def _output_gradient_list(output_gradients, targets):
     if output_gradients is None:
         return [None] * count
     if not isinstance(targets, (list, tuple)):
+        # One target: its gradient, also as a list of one (TensorFlow takes both).
+        if isinstance(output_gradients, (list, tuple)) and len(output_gradients) == 1:
+            return list(output_gradients)
         return [output_gradients]
     if not isinstance(output_gradients, (list, tuple)) or len(output_gradients) != count:
         raise InvalidArgumentError(f"output_gradients must be a list with one entry per target ({count}), got "

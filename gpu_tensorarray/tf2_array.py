@@ -170,22 +170,24 @@ class TF2TensorArray(TensorArray):
 
     # -- values --------------------------------------------------------------------------------
     def _converted(self, value, contents, method):
-        """-> what the op gets. A NumPy array reaches it as it is, as on the class under
-        TF1 rules (a tape knows a source by identity; on a GPU a copy would be another
-        object); other values are converted here, so the checks can read them."""
+        """-> what the op gets. A value with a dtype and shape of its own (a NumPy array or
+        scalar, in either byte order, a tf2.Variable) reaches it as it is, as on the class
+        under TF1 rules (a tape knows a source by identity; the op converts it, as TensorFlow
+        converts a value in the other byte order); other values are converted here, so the
+        checks can read them."""
         if dtypes.attribute_of(value, "dtype") is None and dtypes.attribute_of(value, "__dlpack__") is None:
             value = tf2_lists.converted(method, dtypes.python_value_as, value, self._dtype)
         backend = contents.array.backend
         if type(value) is not backend.array_type and not _numpy_as_is(value):
             try:
-                value = backend.asarray(value)
+                converted = backend.asarray(value)
             except InvalidArgumentError as error:
                 raise messages.tf2_error(error.message, method, type(error)) from None
+            value = value if _typed(value, converted) else converted
         if value.dtype != self._dtype:
-            native = value.dtype.newbyteorder("=")
+            native = np.dtype(value.dtype).newbyteorder("=")
             if native != self._dtype:
                 raise messages.list_dtype(method, dtypes.tf_name(native), dtypes.tf_name(self._dtype))
-            value = value.astype(native)        # a NumPy value in the other byte order, as TensorFlow converts it
         if self._dtype is dtypes.STRING:
             # Every element checked now: unstack and split replace the storage before their op converts.
             value = as_strings(value, contents.handle)
@@ -484,6 +486,15 @@ class TF2TensorArray(TensorArray):
     def close(self, name: str | None = None) -> None:
         """Nothing to do: as in TensorFlow 2, the values go when the last reference does."""
         self._current()
+
+
+def _typed(value, converted):
+    """Whether the op may take ``value`` itself: it states the dtype and shape it converts to
+    (a NumPy scalar, a tf2.Variable), so the checks read what the op will store."""
+    try:
+        return np.dtype(value.dtype) == converted.dtype and tuple(value.shape) == tuple(converted.shape)
+    except Exception:               # whatever a caller's object raises: the converted value it is
+        return False
 
 
 def _numpy_as_is(value):

@@ -504,8 +504,9 @@ def test_reentering_tapes(backend):
     tape = gta.GradientTape(persistent=True)
     with tape:
         ta = gta.TensorArray(F32, size=2).write(0, x)
-        with pytest.raises(errors.FailedPreconditionError, match="already recording"):
-            tape.__enter__()
+        with pytest.raises(errors.InvalidArgumentError, match="^Tape is still recording, This can happen if you "
+                                                              "try to re-enter an already-active tape.$"):
+            tape.__enter__()                              # TensorFlow's ValueError (an InvalidArgumentError)
     with tape:                                            # a persistent tape records again
         r = ta.read(0)
     np.testing.assert_array_equal(host(tape.gradient(r, x)), [1.0])
@@ -639,3 +640,47 @@ def test_a_read_written_into_another_array_stays_connected(backend, mode):
     given = [np.array([1.0, 10.0], np.float32), np.array([2.0, 20.0], np.float32), np.array([4.0, 40.0], np.float32)]
     gradient = tape.gradient(targets, x, output_gradients=[backend.asarray(g) for g in given])
     assert gta.to_numpy(gradient).tolist() == [7.0, 70.0]
+
+
+def test_what_tensorflows_tape_does_with_sources_scalars_and_stops(backend):
+    """As tf.GradientTape: NumPy scalars, values in the other byte order and tf2.Variables written in
+    mode tf2 are sources by identity (the op takes them as they are); a source of an integer dtype
+    is not connected (None, or zeros with "zero"); stop_recording pauses its own tape only and
+    raises RuntimeError (FailedPreconditionError) outside the tape; a single target's
+    output_gradients may be a list of one; TensorFlow's UnconnectedGradients enum is taken."""
+    import enum
+    import gpu_tensorarray.tf2 as gtf
+    for mode in ("tf1", "tf2"):
+        for x in (np.float32(2.0), np.ones(3, ">f4")):
+            with gta.GradientTape() as tape:
+                y = gta.TensorArray("float32", size=1, mode=mode).write(0, x).read(0)
+            np.testing.assert_array_equal(host(tape.gradient(y, x)), np.ones(np.shape(x), np.float32))
+    v = gtf.Variable(np.ones(3, np.float32))
+    with gtf.GradientTape() as tape:
+        y = gtf.TensorArray(gtf.float32, size=1).write(0, v).read(0)
+    np.testing.assert_array_equal(host(tape.gradient(y, v)), np.ones(3, np.float32))
+
+    ints = arr(backend, [1, 2], "int32")
+    floats = arr(backend, [1.0, 2.0])
+    with gta.GradientTape(persistent=True) as tape:
+        y = gta.TensorArray("int32", size=1).write(0, ints).read(0)
+        z = gta.TensorArray(F32, size=1).write(0, floats).read(0)
+    assert tape.gradient([y, z], [ints, floats])[0] is None
+    zero = enum.Enum("TensorFlowsUnconnectedGradients", {"NONE": "none", "ZERO": "zero"}).ZERO
+    grads = tape.gradient([y, z], [ints, floats], unconnected_gradients=zero)
+    assert host(grads[0]).tolist() == [0, 0] and host(grads[1]).tolist() == [1.0, 1.0]
+    np.testing.assert_array_equal(host(tape.gradient(z, floats, output_gradients=[arr(backend, [2.0, 3.0])])),
+                                  [2.0, 3.0])
+
+    a, b = arr(backend, [1.0, 1.0]), arr(backend, [1.0, 1.0])
+    with gta.GradientTape() as outer:
+        with gta.GradientTape() as inner:
+            ta = gta.TensorArray(F32, size=2).write(0, a)
+            with inner.stop_recording():
+                ta = ta.write(1, b)
+            stacked = ta.stack()
+        with pytest.raises(errors.FailedPreconditionError, match="^Trying to stop recording a tape which is not "
+                                                                 "recording.$"):
+            with inner.stop_recording():
+                pass
+    assert [host(g).tolist() for g in outer.gradient(stacked, [a, b])] == [[1.0, 1.0], [1.0, 1.0]]
