@@ -312,7 +312,10 @@ class CupyBackend(KernelRows, Backend):
     def to_numpy(self, array):
         if not isinstance(array, cupy.ndarray):
             return np.asarray(array)
-        return cupy_to_host(array)
+        try:
+            return cupy_to_host(array)
+        except MemoryError as error:
+            raise ResourceExhaustedError(str(error)) from None
 
     def copy(self, array):
         with self._device:

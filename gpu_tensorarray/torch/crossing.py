@@ -42,6 +42,7 @@ _TO_LIBRARY = {
     torch.complex64: np.dtype("complex64"), torch.complex128: np.dtype("complex128"),
 }
 _TO_TORCH = {library: torch_type for torch_type, library in _TO_LIBRARY.items()}
+_NUMPY_KNOWS = frozenset(_TO_LIBRARY)          # torch dtypes Tensor.numpy() converts
 
 
 def _supported_torch_names():
@@ -84,9 +85,11 @@ def host_value(value):
         try:
             return value.detach().cpu().numpy()
         except Exception:
-            if refused(value, None) is None:
+            if refused(value, None) is None and value.dtype in _NUMPY_KNOWS:
                 raise
-            return value            # a sparse, meta or nested tensor: the library's checks refuse it by name
+            # A sparse, meta or nested tensor, or a dtype NumPy lacks (bfloat16): the library's
+            # checks refuse it by name.
+            return value
     return value
 
 

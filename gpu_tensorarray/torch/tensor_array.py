@@ -148,6 +148,9 @@ class TensorArray:
             return torch.device(self._backend.device)
         return torch.device("cpu")
 
+    def __copy__(self):
+        return self.identity()
+
     def __deepcopy__(self, memo):
         raise deep_copy_refused(self._ta.handle.name)
 

@@ -19,7 +19,8 @@ is never read again (no gradient), a slot read twice gets the sum, an unwritten 
 zeros tensor that depends on nothing. The values move, through bridge ops, to a fresh storage
 when the old one's size was locked by a backward pass (TensorArrayGradV3) and it must grow, and
 once overwrites have used more than twice the list's slots (tf2_lists.worth_moving): memory
-follows the list's length, not the number of its writes.
+follows the list's length, not the number of its writes. unstack and split write the new
+contents into a fresh storage.
 """
 
 import itertools
@@ -153,7 +154,7 @@ class TF2TensorArray:
     # -- properties ----------------------------------------------------------------------------
     @property
     def handle(self):
-        """The V3 array holding the values now (a locked storage moves to a new one)."""
+        """The V3 array holding the values now (unstack, split and moves put them in a new one)."""
         return self._current().storage.handle
 
     @property
@@ -175,6 +176,9 @@ class TF2TensorArray:
     @property
     def device(self):
         return self._contents.storage.device
+
+    def __copy__(self):
+        return self.identity()
 
     def __deepcopy__(self, memo):
         raise deep_copy_refused(self._contents.storage._ta.handle.name)
@@ -227,11 +231,10 @@ class TF2TensorArray:
         overwrites filled it: tf2_lists.worth_moving)."""
         storage = contents.storage
         array = registry.lookup(storage._ta.handle)
-        locked = not array.dynamic_size
-        if (locked and contents.next_phys + count > array.size) or \
+        if (not array.dynamic_size and contents.next_phys + count > array.size) or \
                 tf2_lists.worth_moving(contents.next_phys, len(contents.phys), count):
             live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
-            moved = [self._moved(contents, slot, method, locked) for _, slot in live]    # may fail: nothing changed yet
+            moved = [self._moved(contents, slot, method) for _, slot in live]    # may fail: nothing changed yet
             fresh = contents.make_storage(len(live) + count)
             with torch.enable_grad():       # a move under no_grad keeps the values' gradients
                 for physical, value in enumerate(moved):
@@ -249,25 +252,26 @@ class TF2TensorArray:
         contents.next_phys += count
         return first
 
-    def _moved(self, contents, slot, method, locked):
-        """What a physical slot's value moves as. One that needs a gradient: from a storage no
-        backward pass has locked, read back with its gradient (its write's node then holds the
-        value as written, whatever changed it in place since); from a locked one, whose nodes that
-        pass has run, or under inference_mode, the tensor written, unless it changed in place since
-        the write. Any other: the value the old storage holds (as written), read without a gradient."""
+    def _moved(self, contents, slot, method):
+        """What a physical slot's value moves as. One that needs a gradient: read back with its
+        gradient (its write's node holds the value as written, whatever changed it in place since;
+        the bridge's nodes save no tensors, so a backward pass that ran them, and locked the old
+        storage, leaves them to run again); under inference_mode, where a read makes an inference
+        tensor, the tensor written, unless it changed in place since the write. Any other: the
+        value the old storage holds (as written), read without a gradient."""
         value = contents.values.get(slot)
         if value is None:
             with torch.no_grad():
                 return contents.storage.read(slot)
-        if not locked and not torch.is_inference_mode_enabled():    # (where a read makes an inference tensor)
+        if not torch.is_inference_mode_enabled():      # (where a read makes an inference tensor)
             with torch.enable_grad():
                 return contents.storage.read(slot)
         if value._version != contents.versions[slot]:
             raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
                                      "or another view of its memory), and the array must move its values to new "
-                                     "storage (a backward pass locked the old one's size, or overwrites filled it): "
-                                     "its gradient would be the modified tensor's. Write a copy (value.clone()) of a "
-                                     "tensor that changes later, or of a row of a buffer filled in place", method)
+                                     "storage under torch.inference_mode: its gradient would be the modified "
+                                     "tensor's. Write a copy (value.clone()) of a tensor that changes later, or of "
+                                     "a row of a buffer filled in place", method)
         return value
 
     def _keep(self, contents, first, value, rows):
@@ -277,16 +281,16 @@ class TF2TensorArray:
         contents.values.update(values)
         contents.versions.update(versions)
 
-    def _replaced(self, contents, storage, pieces, value, element_shape, list_shape):
-        """The contents become ``pieces`` of ``value`` (unstack's rows, split's pieces), written to
-        physical slots 0, 1, ... of ``storage``, a fresh one (what the old one holds is replaced):
+    def _replaced(self, contents, storage, shapes, value, pieces, element_shape, list_shape):
+        """The contents become the pieces of ``value`` (unstack's rows, split's pieces; ``pieces()``
+        makes them, asked only when they are kept for a gradient), of ``shapes`` (a list), written
+        to physical slots 0, 1, ... of ``storage``, a fresh one (what the old one holds is replaced):
         put in place in one statement once written, so a failed op leaves the old contents."""
-        values, versions = _kept(0, value, lambda: pieces)
+        values, versions = _kept(0, value, pieces)
         contents.storage, contents.phys, contents.next_phys, contents.shapes, contents.values, contents.versions, \
             contents.element_shape, contents.list_shape = \
-            storage, list(range(len(pieces))), len(pieces), {slot: tuple(piece.shape) for slot, piece in
-                                                             enumerate(pieces)}, values, versions, element_shape, \
-            list_shape
+            storage, list(range(len(shapes))), len(shapes), dict(enumerate(shapes)), values, versions, \
+            element_shape, list_shape
 
     def _zero_shape(self, contents, method, among=None):
         """The shape an unwritten slot reads as, as the library's class finds it (zeros_shape): the
@@ -421,7 +425,9 @@ class TF2TensorArray:
         storage = contents.make_storage(count)
         if count:
             storage = storage.scatter(np.arange(count), value)
-        self._replaced(contents, storage, value.unbind(0), value, element_shape, tuple(value.shape[1:]))
+        row_shape = tuple(value.shape[1:])
+        self._replaced(contents, storage, [row_shape] * count, value, lambda: value.unbind(0), element_shape,
+                       row_shape)
         return self._next(contents)
 
     def split(self, value, lengths, name=None):
@@ -437,7 +443,8 @@ class TF2TensorArray:
             pieces.append(value[start:start + length])
             storage = storage.write(k, pieces[-1])
             start += length
-        self._replaced(contents, storage, pieces, value, element_shape, element_shape)
+        self._replaced(contents, storage, [tuple(piece.shape) for piece in pieces], value, lambda: pieces,
+                       element_shape, element_shape)
         return self._next(contents)
 
     def size(self, name=None):

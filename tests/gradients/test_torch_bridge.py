@@ -889,15 +889,18 @@ def test_dtype_spellings_and_errors(backend):
 
 
 @pytest.mark.parametrize("mode", ["tf1", "tf2"])
-@pytest.mark.parametrize("kind", ["sparse", "meta", "nested"])
+@pytest.mark.parametrize("kind", ["sparse", "meta", "nested", "bfloat16"])
 def test_indices_lengths_and_sizes_that_are_no_dense_tensors_are_invalid_arguments(backend, mode, kind):
-    """A sparse, meta or nested tensor where an index, indices, lengths or a size go: the
-    library's InvalidArgumentError naming the argument, not torch's conversion error."""
+    """A sparse, meta or nested tensor, or one of a dtype NumPy lacks, where an index, indices,
+    lengths or a size go: the library's InvalidArgumentError naming the argument, not torch's
+    conversion error."""
     def made(values):
         if kind == "sparse":
             return torch.tensor(values).to_sparse()
         if kind == "meta":
             return torch.tensor(values, device="meta")
+        if kind == "bfloat16":
+            return torch.tensor(values, dtype=torch.bfloat16)
         return torch.nested.nested_tensor([torch.tensor(values if isinstance(values, list) else [values])])
 
     ta = TensorArray(F64, size=2, clear_after_read=False, mode=mode).unstack(torch.ones(2, 3, dtype=F64))

@@ -163,10 +163,10 @@ def test_a_move_to_new_storage_keeps_values_as_written(backend):
     assert torch.equal(ta.read(0), torch.ones(2, dtype=F64, device=torch_device()))
     changed = x * 4
     ta = TensorArray(F64, size=1, dynamic_size=True, mode="tf2").write(0, changed)
-    ta.read(0).sum().backward()
-    changed.mul_(2)                                        # slot 0's gradient would be 8, not 4
-    with pytest.raises(InvalidArgumentError, match="modified in place after the write"):
-        ta.write(1, x)
+    ta.read(0).sum().backward(retain_graph=True)
+    changed.mul_(2)                                        # the array holds x * 4: its gradient 4, not 8
+    ta = ta.write(1, x)                                    # the move reads slot 0 back, with its gradient
+    assert torch.autograd.grad(ta.read(0).sum(), x)[0].tolist() == [4.0, 4.0]
 
 
 def test_a_move_under_no_grad_keeps_the_gradients_of_the_values_it_moves(backend):
@@ -442,15 +442,16 @@ def test_unstack_and_split_set_the_list_shape(backend, name):
 
 def test_a_write_that_fails_at_the_move_changes_no_shape(backend):
     """A write that needs new storage (a backward pass locked the old one's size) and cannot move
-    (a value written was changed in place since) fails, and leaves the element shape as it was:
-    the shape merges only once nothing else can fail (it merged before the move)."""
+    (under inference_mode a move takes the tensors written, and one was changed in place since)
+    fails, and leaves the element shape as it was: the shape merges only once nothing else can
+    fail (it merged before the move)."""
     x = _leaf()[0].detach().requires_grad_()
     value = (x * 2).reshape(3, 1).expand(3, 2) * 1                 # pieces of unequal lengths: no shape inferred
     ta = _bridge(size=2, dynamic_size=True).split(value, [1, 2])
     ta.concat().sum().backward()
     with torch.no_grad():
         value.mul_(2)
-    with pytest.raises(InvalidArgumentError, match="modified in place after the write"):
+    with torch.inference_mode(), pytest.raises(InvalidArgumentError, match="modified in place after the write"):
         ta.write(2, torch.ones(2, dtype=F64, device=torch_device()))
     assert ta.element_shape is None
 
@@ -712,3 +713,31 @@ def test_moves_under_inference_mode_keep_gradients(backend):
             ta = ta.write(t % 3, torch.ones(2, dtype=F64, device=torch_device()))
     (grad,) = torch.autograd.grad(ta.read(3).sum(), x)
     assert grad.tolist() == [5.0, 5.0]
+
+
+def test_moves_after_a_backward_pass_read_the_values_back(backend):
+    """A move after a backward pass locked the storage reads each value back through it (the bridge's
+    nodes save no tensors, so they run again): rows of a buffer filled in place move as written."""
+    x = torch.ones(3, dtype=F64, device=torch_device(), requires_grad=True)
+    buffer = torch.zeros(2, 3, dtype=F64, device=torch_device())
+    buffer[0] = x * 2
+    ta = TensorArray(F64, size=4, mode="tf2").write(0, buffer[0])
+    ta.read(0).sum().backward(retain_graph=True)           # locks the storage (a list model's second pass
+    #                                                        through buffer[0]'s graph needs it kept too)
+    buffer[1] = x * 3                                      # changes buffer[0]'s version counter
+    for t in range(6):
+        ta = ta.write(1 + t % 3, buffer[1])                # moves (the locked storage cannot grow)
+    (grad,) = torch.autograd.grad(ta.stack().sum(), x)
+    assert grad.tolist() == [2.0 + 3.0 * 3] * 3            # slot 0 (x * 2) and slots 1-3 (x * 3)
+
+
+def test_a_copy_is_the_same_list_whatever_the_default_mode(backend):
+    """copy.copy gives identity() for both modes' classes, also where the default mode is the other
+    (the class's __new__ picks a class by mode)."""
+    import copy
+    with gpu_tensorarray.tensor_array_mode("tf2"):
+        tf1 = TensorArray(F64, size=1, mode="tf1").write(0, torch.ones(2, dtype=F64))
+        assert copy.copy(tf1).read(0).tolist() == [1.0, 1.0]
+    with gpu_tensorarray.tensor_array_mode("tf1"):
+        tf2 = TensorArray(F64, size=1, mode="tf2").write(0, torch.ones(2, dtype=F64))
+        assert copy.copy(tf2).read(0).tolist() == [1.0, 1.0]
