@@ -56,12 +56,16 @@ class _Contents:
         handle, flow, phys = fresh_storage(dtype, length, "__init__")
         self.install(handle, flow, phys, length, 0, True, slot_shapes)
 
-    def install(self, handle, flow, phys, length, used, in_order, slot_shapes):
+    def install(self, handle, flow, phys, length, used, in_order, slot_shapes, shapes=None):
         """A storage (fresh_storage's, its values written) and its tables in place of the old:
         one statement, so an interrupt leaves the one or the other. ``in_order``: phys[k] == k
-        for every k < used; zero_slots maps a shape to a physical slot holding zeros of it."""
+        for every k < used; zero_slots maps a shape to a physical slot holding zeros of it.
+        ``shapes``: (element_shape, list_shape, odd_shapes) of new contents (None: as they are)."""
+        element_shape, list_shape, odd_shapes = shapes or (self.element_shape, self.list_shape, self.odd_shapes)
         self.handle, self.flow, self.array, self.phys, self.length, self.next_phys, self.in_order, \
-            self.zero_slots, self.slot_shapes = handle, flow, handle.array, phys, length, used, in_order, {}, slot_shapes
+            self.zero_slots, self.slot_shapes, self.element_shape, self.list_shape, self.odd_shapes = \
+            handle, flow, handle.array, phys, length, used, in_order, {}, slot_shapes, element_shape, list_shape, \
+            odd_shapes
 
     def reserve(self, length, method):
         """Room in the tables for ``length`` logical slots (their length stays): an op grows
@@ -204,10 +208,7 @@ class TF2TensorArray(TensorArray):
         every row (a TensorList whose element shape is fully defined does not, and reads
         memory it never wrote)."""
         if not contents.odd_shapes:
-            try:
-                contents.odd_shapes = shape != merge(contents.element_shape, contents.list_shape)
-            except InvalidArgumentError:
-                contents.odd_shapes = True
+            contents.odd_shapes = _odd(shape, contents.element_shape, contents.list_shape)
 
     def _merge_shape(self, contents, shape):
         if self._infer_shape:
@@ -412,14 +413,12 @@ class TF2TensorArray(TensorArray):
         tf2_lists.check_unstack(value.shape, self._static_size)
         count = value.shape[0]
         self._check_shape(contents, value.shape[1:], "unstack")
+        row = value.shape[1:]
+        element_shape = merge(contents.element_shape, row) if self._infer_shape else contents.element_shape
         handle, flow, phys = self._in_order(count, "unstack")
         raw_ops.TensorArrayScatterV3(handle, np.arange(count), value, 0.0)
-        contents.install(handle, flow, phys, count, count, True, [value.shape[1:]] * count)
-        contents.list_shape = value.shape[1:]
-        self._merge_shape(contents, value.shape[1:])
-        contents.odd_shapes = False
-        if count:
-            self._note_shape(contents, value.shape[1:])
+        contents.install(handle, flow, phys, count, count, True, [row] * count,
+                         (element_shape, row, bool(count) and _odd(row, element_shape, row)))
         return self._next(contents)
 
     def _in_order(self, count, method):
@@ -471,11 +470,8 @@ class TF2TensorArray(TensorArray):
                                                       lengths.tolist())
         handle, flow, phys = self._in_order(count, "split")
         raw_ops.TensorArraySplitV3(handle, value, lengths, 0.0)
-        contents.install(handle, flow, phys, count, count, True, shapes)
-        contents.element_shape = contents.list_shape = element_shape
-        contents.odd_shapes = False
-        for shape in set(shapes):
-            self._note_shape(contents, shape)
+        odd = any(_odd(shape, element_shape, element_shape) for shape in set(shapes))
+        contents.install(handle, flow, phys, count, count, True, shapes, (element_shape, element_shape, odd))
         return self._next(contents)
 
     def size(self, name: str | None = None) -> Tensor:
@@ -486,6 +482,14 @@ class TF2TensorArray(TensorArray):
     def close(self, name: str | None = None) -> None:
         """Nothing to do: as in TensorFlow 2, the values go when the last reference does."""
         self._current()
+
+
+def _odd(shape, element_shape, list_shape):
+    """Whether a stored ``shape`` is not the element shape merged with the list's (they may not merge)."""
+    try:
+        return shape != merge(element_shape, list_shape)
+    except InvalidArgumentError:
+        return True
 
 
 def _typed(value, converted):
