@@ -180,22 +180,25 @@ class GradientTape:
         """d(targets)/d(sources) through the recorded TensorArray ops.
 
         targets: a value returned by read/gather/stack/concat inside the tape, or a
-        list/tuple of them (anything else, a copy of one or math on one included,
-        raises InvalidArgumentError). sources: a value passed to write/scatter/
-        unstack/split inside the tape, or a list/tuple of them. output_gradients: the
-        gradients of the targets (same structure; None or a missing entry means ones
-        like the target). unconnected_gradients: "none" (or UnconnectedGradients.NONE)
-        gives None for a source the targets do not depend on, "zero" gives zeros of
-        its shape and dtype. Returns one gradient per source, in the sources'
-        structure: an array of the backend of the array it went through. A value
-        written at several indices gets the sum; a value written where nothing read
-        afterwards is not connected.
+        nested structure of them (lists, tuples, namedtuples, dicts, as tf.nest reads
+        them; anything else, a copy of one or math on one included, raises
+        InvalidArgumentError). sources: a value passed to write/scatter/unstack/split
+        inside the tape, or a nested structure of them. output_gradients: the gradients
+        of the targets (their structure; None or a missing entry means ones like the
+        target). unconnected_gradients: "none" (or UnconnectedGradients.NONE) gives None
+        for a source the targets do not depend on, "zero" gives zeros of its shape and
+        dtype; a source of a dtype without gradients (integers, bool, strings) is not
+        connected. Returns one gradient per source, in the sources' structure: an array
+        of the backend of the array it went through. A value written at several indices
+        gets the sum; a value written where nothing read afterwards is not connected.
         """
         if self._used and not self._persistent:
             raise FailedPreconditionError(_NON_PERSISTENT)
         unconnected = _unconnected_mode(unconnected_gradients)
         target_list, _ = _as_list(targets, "targets")
         source_list, rebuild = _as_list(sources, "sources")
+        if output_gradients is not None and isinstance(targets, (list, tuple, dict)):
+            output_gradients = _along(targets, output_gradients)
         for what, values, role in (("targets", target_list, "returned by read/gather/stack/concat"),
                                    ("sources", source_list, "passed as the value of write/scatter/unstack/split")):
             for position, value in enumerate(values):
@@ -359,32 +362,66 @@ def _writes_nothing(op):
 
 
 def _as_list(values, what):
-    """(list, rebuild): a single value or a list/tuple, and how to give results back alike."""
-    if isinstance(values, list):
-        return values, list
-    if isinstance(values, tuple):
-        return list(values), tuple
+    """(list, rebuild): a single value or a nested structure of them (lists, tuples, namedtuples,
+    dicts: tf.nest's, a dict's values in the order of its sorted keys), and how to give results
+    back in that structure."""
     if values is None:
-        raise InvalidArgumentError(f"{what} must be an array or a list of arrays, got None")
-    return [values], lambda results: results[0]
+        raise InvalidArgumentError(f"{what} must be an array or a structure of arrays, got None")
+    if not isinstance(values, (list, tuple, dict)):
+        return [values], lambda results: results[0]
+    return _leaves(values), lambda results: _packed(values, iter(results))
+
+
+def _leaves(structure):
+    if isinstance(structure, dict):
+        return [leaf for key in sorted(structure) for leaf in _leaves(structure[key])]
+    if isinstance(structure, (list, tuple)):
+        return [leaf for item in structure for leaf in _leaves(item)]
+    return [structure]
+
+
+def _packed(structure, leaves):
+    """``structure`` with its leaves taken from the iterator ``leaves``, in _leaves' order."""
+    if isinstance(structure, dict):
+        values = {key: _packed(structure[key], leaves) for key in sorted(structure)}
+        return {key: values[key] for key in structure}
+    if isinstance(structure, (list, tuple)):
+        items = [_packed(item, leaves) for item in structure]
+        if isinstance(structure, tuple) and hasattr(structure, "_fields"):      # a namedtuple
+            return type(structure)(*items)
+        return tuple(items) if isinstance(structure, tuple) else items
+    return next(leaves)
+
+
+def _along(targets, output_gradients):
+    """The output gradients of a structure of targets, one entry per target in _leaves' order:
+    ``output_gradients`` has the targets' structure, its entries anything (a Python list too)."""
+    if isinstance(targets, dict):
+        if not isinstance(output_gradients, dict) or set(output_gradients) != set(targets):
+            raise InvalidArgumentError(f"output_gradients must have the targets' keys {sorted(targets)}, got "
+                                       f"{type(output_gradients).__name__}")
+        return [entry for key in sorted(targets) for entry in _along(targets[key], output_gradients[key])]
+    if isinstance(targets, (list, tuple)):
+        if not isinstance(output_gradients, (list, tuple)) or len(output_gradients) != len(targets):
+            raise InvalidArgumentError(f"output_gradients must be a list with one entry per target "
+                                       f"({len(targets)}), got {type(output_gradients).__name__}"
+                                       + (f" of {len(output_gradients)}" if isinstance(output_gradients, (list, tuple))
+                                          else ""))
+        return [entry for target, given in zip(targets, output_gradients) for entry in _along(target, given)]
+    return [output_gradients]
 
 
 def _output_gradient_list(output_gradients, targets):
-    """One entry per target: the caller's gradient, or None (ones)."""
-    count = 1 if not isinstance(targets, (list, tuple)) else len(targets)
-    if output_gradients is None:
-        return [None] * count
-    if not isinstance(targets, (list, tuple)):
+    """One entry per target: the caller's gradient, or None (ones); for a structure of targets,
+    ``output_gradients`` comes flattened by _along."""
+    if not isinstance(targets, (list, tuple, dict)):
+        if output_gradients is None:
+            return [None]
         # One target: its gradient, also as a list of one (TensorFlow takes both).
         if isinstance(output_gradients, (list, tuple)) and len(output_gradients) == 1:
             return list(output_gradients)
         return [output_gradients]
-    if not isinstance(output_gradients, (list, tuple)) or len(output_gradients) != count:
-        raise InvalidArgumentError(f"output_gradients must be a list with one entry per target ({count}), got "
-                                   f"{type(output_gradients).__name__}"
-                                   + (f" of {len(output_gradients)}" if isinstance(output_gradients, (list, tuple))
-                                      else ""))
-    return list(output_gradients)
+    return [None] * len(_leaves(targets)) if output_gradients is None else output_gradients
 
 
 def _target_gradient(target, gradient, producer):

@@ -380,8 +380,8 @@ def test_gradient_argument_errors(backend):
         tape.gradient(r, x, output_gradients=arr(backend, [1.0, 2.0], "float64"))
     with pytest.raises(errors.InvalidArgumentError, match="one entry per target"):
         tape.gradient([r], x, output_gradients=[arr(backend, [1.0, 2.0])] * 2)
-    with pytest.raises(errors.InvalidArgumentError, match=r"sources\[0\] is a list, not an array"):
-        tape.gradient(r, [[1.0, 2.0]])
+    with pytest.raises(errors.InvalidArgumentError, match=r"sources\[0\] is a float, not an array"):
+        tape.gradient(r, [[1.0, 2.0]])                    # a structure (tf.nest's) whose leaves are no arrays
     with pytest.raises(errors.InvalidArgumentError, match=r"targets\[1\] is a NoneType, not an array"):
         tape.gradient([r, None], x)
     for unconvertible in ("abc", [[1.0, 2.0], [3.0]]):          # never NumPy's own ValueError
@@ -684,3 +684,25 @@ def test_what_tensorflows_tape_does_with_sources_scalars_and_stops(backend):
             with inner.stop_recording():
                 pass
     assert [host(g).tolist() for g in outer.gradient(stacked, [a, b])] == [[1.0, 1.0], [1.0, 1.0]]
+
+
+def test_nested_structures_of_targets_sources_and_output_gradients(backend):
+    """As tf.GradientTape (tf.nest): dicts (by sorted keys), nested lists and tuples and namedtuples
+    of targets and sources; the gradients come back in the sources' structure, and output_gradients
+    take the targets' structure."""
+    import collections
+    x, y = arr(backend, [1.0, 1.0]), arr(backend, [2.0, 2.0])
+    with gta.GradientTape(persistent=True) as tape:
+        ta = gta.TensorArray(F32, size=2, clear_after_read=False).write(0, x).write(1, y)
+        stacked, second = ta.stack(), ta.read(1)
+    by_key = tape.gradient(stacked, {"y": y, "x": x})
+    assert list(by_key) == ["y", "x"] and [host(by_key[k]).tolist() for k in "xy"] == [[1.0, 1.0], [1.0, 1.0]]
+    nested = tape.gradient([stacked, (second,)], [[x], (y,)])
+    assert isinstance(nested[0], list) and isinstance(nested[1], tuple)
+    assert host(nested[0][0]).tolist() == [1.0, 1.0] and host(nested[1][0]).tolist() == [2.0, 2.0]
+    Pair = collections.namedtuple("Pair", "first second")
+    pair = tape.gradient({"s": stacked, "r": second}, Pair(x, y),
+                         output_gradients={"r": arr(backend, [5.0, 5.0]), "s": None})
+    assert type(pair) is Pair and host(pair.first).tolist() == [1.0, 1.0] and host(pair.second).tolist() == [6.0, 6.0]
+    with pytest.raises(errors.InvalidArgumentError, match="the targets' keys"):
+        tape.gradient({"s": stacked}, x, output_gradients={"t": None})
