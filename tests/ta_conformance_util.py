@@ -187,3 +187,12 @@ def interrupt_at(code, event, name=None):
         yield
     finally:
         sys.setprofile(previous)
+
+
+def cuda_devices():
+    """How many CUDA devices CuPy (or its stand-in) sees; 0 without CuPy or a device."""
+    try:
+        import cupy
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0

@@ -23,6 +23,7 @@ from gpu_tensorarray.backends import device
 from gpu_tensorarray.backends.device_guard import DeviceScope
 from gpu_tensorarray.backends.numpy import NumpyBackend
 from gpu_tensorarray.registry import registry
+from ta_conformance_util import cuda_devices
 from test_backend_choice import fake_cupy, with_cupy  # noqa: F401 (a fixture)
 
 F32 = np.dtype("float32")
@@ -536,11 +537,7 @@ def test_the_cupy_backends_lock_enters_its_device_and_records_events(monkeypatch
 # -- (c) two GPUs ----------------------------------------------------------------------------------
 
 def _two_gpus():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() >= 2
-    except Exception:
-        return False
+    return cuda_devices() >= 2
 
 
 @pytest.mark.skipif(not _two_gpus(), reason="needs CuPy and two CUDA devices")

@@ -35,7 +35,7 @@ from gpu_tensorarray import raw_ops as ro
 from gpu_tensorarray.registry import registry
 from hostile_util import snapshot as public_snapshot
 from op_cases import OP_CASES
-from ta_conformance_util import f32, gather, grad, host, new, read, scatter, size, write
+from ta_conformance_util import cuda_devices, f32, gather, grad, host, new, read, scatter, size, write
 
 
 def snapshot(handle):
@@ -171,7 +171,8 @@ def test_a_device_temporary_that_finds_no_memory_changes_nothing(backend, op, re
     handle, reads = _ragged_reads()
     before = snapshot(handle)
     result_bytes = 4 * (10 * 128 if op == "gather" else 10 * 128 + 256)
-    with cupy.cuda.using_allocator(_full_after(result_bytes, REFUSALS[refusal])):   # the result fits; CuPy's table does not
+    # The result fits; CuPy's table does not.
+    with cupy.cuda.using_allocator(_full_after(result_bytes, REFUSALS[refusal])):
         with pytest.raises(errors.ResourceExhaustedError, match=handle.name) as raised:
             reads[op]()
     assert "OOM when" in str(raised.value) and "host memory" not in str(raised.value), raised.value
@@ -541,15 +542,7 @@ def test_host_temporaries_out_of_memory_are_resource_exhausted_and_change_nothin
                                              "False False True", "[0.0, 1.0, 2.0] 1000000"], done.stdout
 
 
-def _two_devices():
-    try:
-        import cupy
-        return cupy.cuda.runtime.getDeviceCount() >= 2
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(not _two_devices(), reason="needs CuPy (or its stand-in) with two devices")
+@pytest.mark.skipif(cuda_devices() < 2, reason="needs CuPy (or its stand-in) with two devices")
 @pytest.mark.parametrize("refusal", list(REFUSALS))
 def test_device_copies_that_find_no_memory_are_resource_exhausted(refusal):
     """A value of cuda:1 written into an array of cuda:0, and a strided value of a device read
