@@ -249,7 +249,8 @@ class GradientTape:
         # Which arrays and values depend on the sources (TensorFlow differentiates only
         # the ops between xs and ys): a write of a reached value reaches its array, a
         # later read of a reached array reaches its output.
-        reached = {id(source) for source in sources}
+        # A source of a dtype without gradients (integers, bool, strings) reaches nothing, as in TensorFlow.
+        reached = {id(source) for source in sources if _differentiable(source)}
         arrays = {}                                      # id(array) -> array, reached ones
         backend_of_value = {}                            # id(value written) -> its first array's backend
         for op in ops:
@@ -303,8 +304,7 @@ class GradientTape:
                     array_flow[id(array)] = input_grads[-1]
         finally:
             ending()
-        # A source of a dtype without gradients (integers, bool, strings) is not connected, as in TensorFlow.
-        results = [value_grads.get(id(value)) if _differentiable(value) else None for value in sources]
+        results = [value_grads.get(id(value)) if id(value) in reached else None for value in sources]
         if unconnected is UnconnectedGradients.ZERO:
             results = [_zeros_like(value, backend_of_value.get(id(value))) if gradient is None else gradient
                        for value, gradient in zip(sources, results)]

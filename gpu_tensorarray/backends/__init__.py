@@ -147,16 +147,17 @@ def get_backend(spec: str | Backend | None = None) -> Backend:
 
 
 def backend_of(value):
-    """The backend whose arrays ``value`` is one of (a loaded backend first, else the one
-    named after the library that made it: numpy, cupy), or None for anything else.
-    Code that holds a caller's array asks it for zeros and host copies of its kind."""
+    """The backend whose arrays ``value`` is one of, on its device (a loaded backend first,
+    else the one named after the library that made it: numpy, cupy), or None for anything
+    else. Code that holds a caller's array asks it for zeros and host copies of its kind."""
     for backend in tuple(_instances.values()):
-        if isinstance(value, backend.array_type):
+        if isinstance(value, backend.array_type) and backend.holds(value):
             return backend
     library = type(value).__module__.partition(".")[0]
     if library in BACKENDS:
         try:
-            backend = _load(library, None)
+            # A device array's own device (NumPy's arrays have none: a device "cpu" without an id).
+            backend = _load(library, getattr(getattr(value, "device", None), "id", None))
         except UnavailableError:
             return None
         if isinstance(value, backend.array_type):

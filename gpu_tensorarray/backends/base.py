@@ -56,6 +56,11 @@ class Backend:
     #: What the library raises when an allocation fails (the backend's own OOM class added).
     out_of_memory_errors = (MemoryError,)
 
+    def holds(self, array):
+        """Whether ``array`` (of ``array_type``) lives where this backend's arrays do (a device
+        backend's: on its device)."""
+        return True
+
     def out_of_memory(self, error):
         """Whether ``error``, raised by an allocation, says that memory ran out."""
         return isinstance(error, self.out_of_memory_errors)

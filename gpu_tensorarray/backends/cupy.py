@@ -189,6 +189,9 @@ class CupyBackend(KernelRows, Backend):
         self.atomic_dtypes = kernel_sources.atomic_dtypes(self._device.compute_capability)
         self._compile()
 
+    def holds(self, array):
+        return array.device.id == self._device.id
+
     def out_of_memory(self, error):
         return isinstance(error, self.out_of_memory_errors) or is_cuda_out_of_memory(error)
 

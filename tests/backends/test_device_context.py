@@ -392,13 +392,6 @@ def test_the_tape(double):
     np.testing.assert_array_equal(host(dx), expected)
 
     with gta.GradientTape() as tape:
-        flags = np.array([[True, False]])
-        tb = gta.TensorArray("bool", size=1).unstack(flags)
-        read = tb.read(0)
-    (bool_grad,) = tape.gradient([read], [flags], output_gradients=[np.array([True, True])])
-    np.testing.assert_array_equal(host(bool_grad), [[True, True]])
-
-    with gta.GradientTape() as tape:
         value = rows(2, 2)
         unused = rows(2, 2)
         tc = gta.TensorArray(F32, size=4).scatter([0, 1], value).scatter([2, 3], unused)
@@ -593,3 +586,18 @@ def test_indices_on_another_device_are_copied_there():
     np.testing.assert_array_equal(gathered.get(), values[[0, 2, 4]])
     np.testing.assert_array_equal(second.get(), values[2:])
     np.testing.assert_array_equal(on_host, [0, 2, 4])
+
+
+@pytest.mark.skipif(not _two_gpus(), reason="needs CuPy and two CUDA devices")
+def test_the_backend_of_a_value_is_its_devices():
+    """backend_of (the tape's zeros, gradcheck's perturbations) gives a CuPy value's own device's
+    backend, whichever was loaded first: it gave the first loaded cupy backend, and the math
+    done there met another device's arrays."""
+    import cupy
+    from gpu_tensorarray.backends import backend_of, get_backend
+    get_backend("cuda:1")
+    with cupy.cuda.Device(0):
+        on_0 = cupy.ones(2)
+    with cupy.cuda.Device(1):
+        on_1 = cupy.ones(2)
+    assert backend_of(on_0).device == "cuda:0" and backend_of(on_1).device == "cuda:1"
