@@ -11,8 +11,8 @@ from typing import Any as _Any
 
 import numpy as _numpy
 
-from .backends.arrays import cupy_to_host as _cupy_to_host
 from .backends.arrays import is_cupy_array as _is_cupy_array
+from .backends.base import cupy_values as _cupy_values
 
 from . import errors, gradients, raw_ops
 from .backends import accumulation, available_backends, default_backend, device, get_accumulation, get_backend
@@ -34,12 +34,7 @@ __all__ = [
 
 def to_numpy(array: _Any) -> _numpy.ndarray:
     """A NumPy copy (or, for NumPy input, the array itself) of any backend's array."""
-    if not _is_cupy_array(array):
-        return _numpy.asarray(array)
-    try:
-        return _cupy_to_host(array)
-    except MemoryError as error:
-        raise errors.ResourceExhaustedError(str(error)) from None
+    return _cupy_values(array) if _is_cupy_array(array) else _numpy.asarray(array)
 
 
 def stats() -> dict[str, _Any]:

@@ -20,8 +20,9 @@ except ImportError:         # not on Windows
 from .. import conversion
 from ..errors import OpError, ResourceExhaustedError, allocation_over_limit
 from ..host import flags_all_equal
+from .arrays import cupy_to_host
 
-__all__ = ["Backend", "guarded"]
+__all__ = ["Backend", "guarded", "cupy_values"]
 
 _FLOAT32 = np.dtype("float32")
 
@@ -278,3 +279,12 @@ def _physical_memory():
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         return 1 << 40
+
+
+def cupy_values(array):
+    """A CuPy array's values on the host (arrays.cupy_to_host), memory running out for the copy
+    raised as ResourceExhaustedError."""
+    try:
+        return cupy_to_host(array)
+    except MemoryError as error:
+        raise ResourceExhaustedError(str(error)) from None

@@ -15,9 +15,9 @@ import numpy as np
 
 from .. import dtypes
 from . import kernel_sources
-from .arrays import cupy_to_host, is_cuda_out_of_memory
+from .arrays import is_cuda_out_of_memory
 from ..errors import AbortedError, ResourceExhaustedError, UnavailableError
-from .base import Backend
+from .base import Backend, cupy_values
 from .device_guard import DeviceScope
 from .kernel_rows import KernelRows
 from .launch import CompiledKernels
@@ -315,10 +315,7 @@ class CupyBackend(KernelRows, Backend):
     def to_numpy(self, array):
         if not isinstance(array, cupy.ndarray):
             return np.asarray(array)
-        try:
-            return cupy_to_host(array)
-        except MemoryError as error:
-            raise ResourceExhaustedError(str(error)) from None
+        return cupy_values(array)
 
     def copy(self, array):
         with self._device:

@@ -7,10 +7,9 @@ import weakref
 import numpy as np
 
 from .. import dtypes
-from ..errors import ResourceExhaustedError
 from ..host import element_count
-from .arrays import cupy_to_host, is_cupy_array
-from .base import Backend, host_memory_limit
+from .arrays import is_cupy_array
+from .base import Backend, cupy_values, host_memory_limit
 from .scatter_add import prepare_add_rows_sequential
 
 __all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host"]
@@ -70,10 +69,7 @@ class NumpyBackend(Backend):
 
     def from_foreign(self, value):
         if is_cupy_array(value):
-            try:
-                return cupy_to_host(value)
-            except MemoryError as error:
-                raise ResourceExhaustedError(str(error)) from None
+            return cupy_values(value)
         if hasattr(value, "__dlpack__"):
             try:
                 return np.from_dlpack(value)
