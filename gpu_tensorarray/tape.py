@@ -110,8 +110,8 @@ class GradientTape:
         dx = tape.gradient(y, x)            # ones in row 0, zeros elsewhere
 
     ``gradient`` may be called once on a non-persistent tape (a second call raises
-    FailedPreconditionError, TensorFlow's RuntimeError there), any number of times on
-    a persistent one. Each call is its own gradient computation with its own source
+    FailedPreconditionError, TensorFlow's RuntimeError there; entered again, it records
+    afresh, for one more), any number of times on a persistent one. Each call is its own gradient computation with its own source
     ("gradients", then "gradients_1", ...: ``sources_used`` lists them), hence its own
     gradient arrays: calling twice gives the same result twice, never a double count.
     The gradient arrays are closed before ``gradient`` returns, and leave the forward
@@ -143,7 +143,8 @@ class GradientTape:
             raise InvalidArgumentError("Tape is still recording, This can happen if you try to re-enter an "
                                        "already-active tape.")
         if self._used and not self._persistent:
-            raise FailedPreconditionError(_NON_PERSISTENT)
+            # As TensorFlow's: a used non-persistent tape entered again records afresh, for one more gradient.
+            self._ops, self._producer, self._used = [], {}, False
         self._recording = True
         _start(self)
         return self
