@@ -111,8 +111,9 @@ class GradientTape:
 
     ``gradient`` may be called once on a non-persistent tape (a second call raises
     FailedPreconditionError, TensorFlow's RuntimeError there; entered again, it records
-    afresh, for one more), any number of times on a persistent one. Each call is its own gradient computation with its own source
-    ("gradients", then "gradients_1", ...: ``sources_used`` lists them), hence its own
+    afresh, for one more), any number of times on a persistent one. Each call is its own
+    gradient computation with its own source ("gradients", then "gradients_1", ...:
+    ``sources_used`` lists them), hence its own
     gradient arrays: calling twice gives the same result twice, never a double count.
     The gradient arrays are closed before ``gradient`` returns, and leave the forward
     arrays' ``grads`` (registry.end_gradient), so repeated calls hold nothing; the forward arrays stay
@@ -208,7 +209,7 @@ class GradientTape:
                         f"{what}[{position}] is a {type(value).__name__}, not an array: {what} are arrays "
                         f"{role} inside the tape")
         producers = [self._producer_of(target, position) for position, target in enumerate(target_list)]
-        given = _output_gradient_list(output_gradients, targets)
+        given = _output_gradient_list(output_gradients, targets, len(target_list))
         target_grads = [_target_gradient(target, gradient, producer)
                         for target, gradient, producer in zip(target_list, given, producers)]
         self._used = True
@@ -412,9 +413,9 @@ def _along(targets, output_gradients):
     return [output_gradients]
 
 
-def _output_gradient_list(output_gradients, targets):
-    """One entry per target: the caller's gradient, or None (ones); for a structure of targets,
-    ``output_gradients`` comes flattened by _along."""
+def _output_gradient_list(output_gradients, targets, count):
+    """One entry per target (``count``): the caller's gradient, or None (ones); for a structure
+    of targets, ``output_gradients`` comes flattened by _along."""
     if not isinstance(targets, (list, tuple, dict)):
         if output_gradients is None:
             return [None]
@@ -422,7 +423,7 @@ def _output_gradient_list(output_gradients, targets):
         if isinstance(output_gradients, (list, tuple)) and len(output_gradients) == 1:
             return list(output_gradients)
         return [output_gradients]
-    return [None] * len(_leaves(targets)) if output_gradients is None else output_gradients
+    return [None] * count if output_gradients is None else output_gradients
 
 
 def _target_gradient(target, gradient, producer):
