@@ -5,7 +5,8 @@ tf.function: slots overwrite, reads never clear, unstack/split replace the conte
 The mode is chosen at construction: ``TensorArray(..., mode="tf2")``, else the
 innermost ``with gta.tensor_array_mode("tf2"):`` of this thread, else the default
 set by ``gta.set_tensor_array_mode``, else the environment variable
-``GPU_TENSORARRAY_MODE``, else "tf1". raw_ops always follow the V3 rules.
+``GPU_TENSORARRAY_MODE`` (read once, when this module loads, as the accumulation mode's
+is), else "tf1". raw_ops always follow the V3 rules.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class _ThreadModes(threading.local):
 _local = _ThreadModes()
 _default: list[str | None] = [None]
 _classes: dict[str, type] = {}           # mode -> the TensorArray class with its rules (each registers itself)
+# Read once: an array's creation would otherwise look the environment up each time.
+_environment = os.environ.get("GPU_TENSORARRAY_MODE")
 
 
 def _checked(mode: Any, what: str) -> str:
@@ -63,9 +66,8 @@ def get_tensor_array_mode() -> str:
         return stack[-1]
     if _default[0] is not None:
         return _default[0]
-    env = os.environ.get("GPU_TENSORARRAY_MODE")
-    if env:
-        return _checked(env.strip().lower(), "GPU_TENSORARRAY_MODE")
+    if _environment:        # checked where it is used: the error quotes what was set
+        return _checked(_environment.strip().lower(), "GPU_TENSORARRAY_MODE")
     return "tf1"
 
 
