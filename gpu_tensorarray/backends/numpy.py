@@ -12,7 +12,7 @@ from .arrays import is_cupy_array
 from .base import Backend, cupy_values, host_memory_limit
 from .scatter_add import prepare_add_rows_sequential
 
-__all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host"]
+__all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host", "torch_negation_resolved"]
 
 
 class ReadOnlyArray(np.ndarray):
@@ -71,6 +71,7 @@ class NumpyBackend(Backend):
         if is_cupy_array(value):
             return cupy_values(value)
         if hasattr(value, "__dlpack__"):
+            value = torch_negation_resolved(value)
             try:
                 return np.from_dlpack(value)
             except (TypeError, RuntimeError, BufferError):
@@ -123,6 +124,15 @@ def _host_copy(value):
         return None
     bfloat16 = torch_bfloat16_on_host(value)
     return np.asarray(value.cpu()) if bfloat16 is None else bfloat16
+
+
+def torch_negation_resolved(value):
+    """A torch tensor whose negative bit is set (``z.conj().imag``), negated: DLPack carries
+    no such bit, and torch exports the memory as it is, the values' negatives."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor) and value.is_neg():
+        return value.resolve_neg()
+    return value
 
 
 def torch_bfloat16_on_host(value):

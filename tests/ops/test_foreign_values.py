@@ -42,6 +42,20 @@ def test_torch_tensors(backend):
     np.testing.assert_array_equal(stacked, np.stack([np.arange(4, dtype=np.float32)] * 2))
 
 
+def test_torch_tensors_with_the_negative_bit_set_keep_their_sign(backend):
+    # torch's lazy negation (z.conj().imag) is a bit DLPack does not carry: torch exports the
+    # memory un-negated. The value is the tensor's, as tolist() gives it.
+    torch = pytest.importorskip("torch")
+    complex_values = torch.tensor([[1 + 1j, 2j, -3 + 0.5j]], dtype=torch.complex64)
+    negated = complex_values.conj().imag
+    assert negated.is_neg()
+    expected = np.array(negated.tolist(), np.float32)
+    stacked = _write_then_scatter(negated[0], negated, "float32", (3,))
+    np.testing.assert_array_equal(stacked, np.stack([expected[0], expected[0]]))
+    ta = gta.TensorArray("float32", size=1).write(0, negated[0])
+    np.testing.assert_array_equal(gta.to_numpy(ta.read(0)), expected[0])
+
+
 def test_cupy_arrays(backend):
     cupy = pytest.importorskip("cupy")
     try:
