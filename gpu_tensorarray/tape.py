@@ -20,6 +20,7 @@ import numpy as np
 
 from . import dtypes, raw_ops
 from .backends import backend_of, get_backend
+from .conversion import to_tensor
 from .errors import FailedPreconditionError, InvalidArgumentError, described, shown
 from .gradients import DTYPE_ATTR, GRADIENTS, READS, WRITE_VALUE, Op
 from .host import index_vector
@@ -337,12 +338,21 @@ class _Ending:
 def _zeros_like(value, backend):
     """Zeros of ``value``'s shape and dtype on ``backend``, else on the backend of its kind."""
     backend = backend or backend_of(value) or get_backend()
-    return backend.zeros(tuple(value.shape), dtypes.as_dtype(np.dtype(value.dtype).newbyteorder("=")))
+    return backend.zeros(tuple(value.shape), dtypes.as_dtype(_dtype_of(value).newbyteorder("=")))
 
 
 def _differentiable(value):
-    dtype = np.dtype(value.dtype)
+    dtype = _dtype_of(value)
     return dtype.kind in "fc" or dtypes.name_of(dtype) == dtypes.BFLOAT16
+
+
+def _dtype_of(value):
+    """A source's dtype, as NumPy's: another library's value (a torch tensor, which a write
+    takes) has the dtype its conversion gives it, as in the write."""
+    try:
+        return np.dtype(value.dtype)
+    except TypeError:
+        return to_tensor(backend_of(value) or get_backend(), value).dtype
 
 
 def _unconnected_mode(value):

@@ -327,6 +327,24 @@ def test_unconnected_sources_get_zeros_and_arrays_stay_untouched(backend):
     other.write(1, y)
 
 
+def test_torch_tensor_sources(backend):
+    # A write takes a torch tensor as its value (through DLPack), so the tape knows it as a source:
+    # its gradient is the array's, as for any value; unconnected ones get zeros of its dtype.
+    torch = pytest.importorskip("torch")
+    x, unwritten = torch.tensor([1.0, 2.0]), torch.zeros((2, 3), dtype=torch.float64)
+    counts = torch.tensor([1, 2])
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=3).write(0, x).write(2, x)
+        ints = gta.TensorArray("int64", size=1).write(0, counts)
+        stacked, read_ints = ta.stack(), ints.read(0)
+    out_grad = arr(backend, [[1.0, 2.0], [5.0, 5.0], [10.0, 20.0]])
+    gx, g_unwritten, g_counts = tape.gradient([stacked, read_ints], [x, unwritten, counts],
+                                              output_gradients=[out_grad, None], unconnected_gradients="zero")
+    np.testing.assert_array_equal(host(gx), host(out_grad)[0] + host(out_grad)[2])
+    assert host(g_unwritten).shape == (2, 3) and g_unwritten.dtype == np.float64 and not host(g_unwritten).any()
+    assert g_counts.dtype == np.int64 and host(g_counts).tolist() == [0, 0]     # integers: not connected
+
+
 def test_chained_through_two_arrays(backend):
     """A value read from one array and written, unchanged, into another."""
     x = arr(backend, [[1.0, 2.0], [3.0, 4.0]])
