@@ -28,6 +28,7 @@ import numpy as np
 
 from . import dtypes, strings
 from .errors import InvalidArgumentError, OpError, ResourceExhaustedError, about, described, shown
+from .python_values import as_host_array
 
 __all__ = ["to_tensor", "to_flow", "truth"]
 
@@ -92,8 +93,13 @@ def to_tensor(backend, value, dtype=None, owner=None):
 
 def _host(value, owner):
     try:
-        return np.asarray(value)
+        return as_host_array(value)
     except Exception as error:      # whatever a caller's object raises, it is no value
+        if isinstance(value, (list, tuple)):
+            try:        # str beside bytes that NumPy cannot decode as ASCII: TensorFlow's strings
+                return strings.as_strings(value, owner)
+            except InvalidArgumentError:
+                pass
         raise InvalidArgumentError(f"Cannot convert a value of type {type(value).__name__} to a tensor: "
                                    f"{described(error)}{about(owner)}") from None
 
@@ -112,21 +118,22 @@ def _supported(host, dtype, owner):
                                f"{', '.join(sorted(d.name for d in dtypes.SUPPORTED))}){about(owner)}")
 
 
-def to_flow(backend, flow_in=0.0):
+def to_flow(backend, flow_in=0.0, owner=None):
     """A float32 0-d array of ``backend``: ``flow_in`` itself when it already is one
-    (TensorFlow passes flows through unchanged), else a fresh one holding its value."""
+    (TensorFlow passes flows through unchanged), else a fresh one holding its value.
+    ``owner`` (a handle) names the array in messages."""
     if type(flow_in) is backend.array_type and flow_in.dtype is _FLOAT32 and not flow_in.shape:
         return flow_in
     if flow_in is None:
-        raise InvalidArgumentError("flow_in must be a float scalar, got None")
+        raise InvalidArgumentError(f"flow_in must be a float scalar, got None{about(owner)}")
     try:
         host = np.asarray(backend.to_numpy(flow_in) if isinstance(flow_in, backend.array_type) else flow_in,
                           dtype=_FLOAT32)
     except Exception as error:
-        raise InvalidArgumentError(f"flow_in must be a float scalar, got {shown(flow_in)}: {described(error)}") \
-            from None
+        raise InvalidArgumentError(f"flow_in must be a float scalar, got {shown(flow_in)}: {described(error)}"
+                                   f"{about(owner)}") from None
     if host.ndim != 0:
-        raise InvalidArgumentError(f"flow_in must be a scalar, but had shape: {list(host.shape)}")
+        raise InvalidArgumentError(f"flow_in must be a scalar, but had shape: {list(host.shape)}{about(owner)}")
     return backend.from_host(host.copy())
 
 

@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, shown
+from .python_values import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, as_host_array
 
 __all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
            "exact_identity", "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES",
@@ -260,7 +261,6 @@ def python_value_dtype(host_array, value):
 
 
 _FLOAT16 = np.dtype("float16")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _all_float16_scalars(value):
@@ -319,7 +319,9 @@ def python_value_as(value, dtype, owner=None):
     if dtype is STRING:
         return value
     try:
-        host = np.asarray(value)
+        # Integer leaves are read exactly for an integer dtype; for the others NumPy's floats
+        # round as TensorFlow's conversion does.
+        host = as_host_array(value) if dtype.kind in "iu" else np.asarray(value)
     except Exception as error:
         raise InvalidArgumentError(
             f"Cannot convert value {shown(value)} to {tf_name(dtype)}: {described(error)}{about(owner)}") from None

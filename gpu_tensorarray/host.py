@@ -10,6 +10,7 @@ import numpy as np
 
 from .backends.arrays import cupy_to_host, is_cupy_array
 from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
+from .python_values import INT64_MAX, INT64_MIN as _INT64_MIN, NUMPY_INTS, as_host_array, integer_leaves
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
            "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
@@ -18,14 +19,9 @@ __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMP
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
-INT64_MAX = 2**63 - 1
-_INT64_MIN = -(2**63)
 _smallest, _largest = np.minimum.reduce, np.maximum.reduce     # ndarray.min/max without their Python wrapper
 _FEW = 32       # up to this many indices, Python's min and max of a list beat a reduction's set-up
 _HASHED = 1024  # up to this many, a set counts distinct indices faster than np.unique's sort
-# NumPy's integer scalar types, exactly: np.timedelta64 subclasses np.signedinteger, and
-# np.bool_ is no integer, so an isinstance test would let the one in and a kind test the other.
-NUMPY_INTS = frozenset(np.dtype(code).type for code in "bBhHiIlLqQnN")
 
 
 def host_ints(value, what, dtype_name="int32", owner=None):
@@ -54,7 +50,7 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
             raise ResourceExhaustedError(f"OOM when copying {what} from cuda:{value.device.id} to the host: "
                                          f"{described(error)}{about(owner)}") from None
     try:
-        array = np.asarray(value)
+        array = as_host_array(value)
     except Exception as error:      # whatever a caller's object raises, it is not an index
         raise InvalidArgumentError(
             f"{what} must be {dtype_name} values, got {shown(value)}: {described(error)}{about(owner)}") from None
@@ -62,8 +58,7 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
         if array.size == 0 and array.dtype.kind == "f" and not isinstance(value, np.ndarray):
             return np.zeros(array.shape, np.int64), None   # [] from Python has no dtype of its own
         if array.dtype.kind in "Of" and isinstance(value, (list, tuple)):
-            leaves = _python_ints(value)            # ints past int64 (or int64 mixed with uint64): NumPy
-                                                    # made objects or floats of them
+            leaves = integer_leaves(value)          # ints past int64: as_host_array made objects of them
             low, high = _limits(dtype_name)
             bad = [leaf for leaf in leaves or () if not low <= leaf <= high]
             if bad:
@@ -99,21 +94,6 @@ def _fitting(low, high, what, dtype_name, owner):
 
 def _limits(dtype_name):
     return (INT32_MIN, INT32_MAX) if dtype_name == "int32" else (_INT64_MIN, INT64_MAX)
-
-
-def _python_ints(value):
-    """The integers of a nested list as Python ints, or None when it holds anything else."""
-    leaves = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if type(item) in (list, tuple):
-            stack.extend(item)
-        elif type(item) is int or type(item) in NUMPY_INTS:
-            leaves.append(int(item))
-        else:
-            return None
-    return leaves
 
 
 def host_indices(value, what="indices", owner=None):

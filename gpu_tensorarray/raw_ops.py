@@ -139,7 +139,7 @@ def TensorArrayWriteV3(handle, index, value, flow_in, name=None):
     if not INT32_MIN <= index <= INT32_MAX:
         index = scalar_int(index, "index", _INDEX_NOT_SCALAR, handle)
     array = handle.array if type(handle) is Handle else _lookup(handle)
-    flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
+    flow_out = array.backend.flow(flow_in, handle)     # a bad flow fails before the op changes anything
     try:
         array.write(index, value)
     except MemoryError as error:
@@ -195,7 +195,7 @@ def TensorArrayScatterV3(handle, indices, value, flow_in, name=None):
     else:
         indices, bounds = host_ints_bounded(indices, "indices", owner=handle)
         array = _lookup(handle)
-        flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
+        flow_out = array.backend.flow(flow_in, handle)     # a bad flow fails before the op changes anything
         array.scatter(indices, value, bounds)
     if _record is not None:
         _record("TensorArrayScatterV3", (handle, indices, value, flow_in), (flow_out,), array.dtype)
@@ -222,7 +222,7 @@ def TensorArraySplitV3(handle, value, lengths, flow_in, name=None):
     if lengths.ndim == 1:
         checked_int64_sum(lengths, "lengths", handle)   # storage may then sum in int64
     array = _lookup(handle)
-    flow_out = array.backend.flow(flow_in)      # a bad flow fails before the op changes anything
+    flow_out = array.backend.flow(flow_in, handle)     # a bad flow fails before the op changes anything
     array.split(value, lengths)
     if _record is not None:
         _record("TensorArraySplitV3", (handle, value, lengths, flow_in), (flow_out,), array.dtype)

@@ -142,16 +142,17 @@ def is_compatible(shape, other):
     return all(a is None or b is None or a == b for a, b in zip(shape, other))
 
 
-def merge(shape, other):
-    """The most specific shape compatible with both (PartialTensorShape::MergeWith)."""
+def merge(shape, other, owner=None):
+    """The most specific shape compatible with both (PartialTensorShape::MergeWith); ``owner``
+    (an array) is named in the error."""
     if shape is None or shape == other:
         return other
     if other is None:
         return shape
     if len(shape) != len(other):
         raise InvalidArgumentError(
-            f"PartialTensorShape: Incompatible ranks during merge: {len(shape)} vs. {len(other)}")
+            f"PartialTensorShape: Incompatible ranks during merge: {len(shape)} vs. {len(other)}{about(owner)}")
     if not is_compatible(shape, other):
-        raise InvalidArgumentError(
-            f"PartialTensorShape: Incompatible shapes during merge: {format_shape(shape)} vs. {format_shape(other)}")
+        raise InvalidArgumentError(f"PartialTensorShape: Incompatible shapes during merge: {format_shape(shape)} vs. "
+                                   f"{format_shape(other)}{about(owner)}")
     return tuple(a if a is not None else b for a, b in zip(shape, other))

@@ -583,7 +583,8 @@ class ArrayStorage:
         with self._lock, self._on_device:
             if self._attention:
                 self._attend(check_closed=False)
-            merged = self._element_shape if element_shape is None else merge(self._element_shape, element_shape)  # 3
+            merged = self._element_shape if element_shape is None else \
+                merge(self._element_shape, element_shape, self)                # 3
             if type(indices) is not range and indices.ndim != 1:              # 4
                 raise messages.indices_not_vector(self, indices.shape)
             if len(indices) == 0:                                             # 5

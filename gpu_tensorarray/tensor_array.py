@@ -92,7 +92,7 @@ class TensorArray:
         if handle is not None:
             _check_wrapping(handle, flow, size, tensor_array_name, element_shape, dynamic_size, clear_after_read)
             array = registry.lookup(handle)
-            self._handle, self._flow = handle, array.backend.flow(flow)
+            self._handle, self._flow = handle, array.backend.flow(flow, handle)
             self._dynamic_size = array.dynamic_size
             self._known_size = None
             self._shape_cell = [None]
@@ -203,7 +203,8 @@ class TensorArray:
         the same array, and every write, scatter or split into it adds to what its slots
         hold. Two gradient computations use two sources ("gradients", "gradients_1").
         Making one locks a dynamic array's size, as in TensorFlow. Mode "tf1" only."""
-        flow = self._flow if flow is None else flow
+        # The flow is checked first: a refused one must leave no gradient array, and the size unlocked.
+        flow = self._flow if flow is None else self._handle.array.backend.flow(flow, self._handle)
         grad_handle, _ = raw_ops.TensorArrayGradV3(self._handle, flow, source)
         grad = TensorArray(self._dtype, handle=grad_handle, flow=flow, infer_shape=self._infer_shape)
         grad._shape_cell = self._shape_cell

@@ -33,6 +33,7 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .errors import InvalidArgumentError as _InvalidArgumentError
+from .python_values import as_host_array as _as_host_array
 from .tape import GradientTape as _GradientTape
 from .tf2_array import TF2TensorArray as TensorArray
 
@@ -54,7 +55,7 @@ def constant(value: Any, dtype: Any = None) -> np.ndarray:
     if hasattr(value, "dtype") and dtype is None:
         return np.asarray(value)
     if dtype is None:
-        dtype = _dtypes.python_value_dtype(np.asarray(value), value)
+        dtype = _dtypes.python_value_dtype(_as_host_array(value), value)
     return _dtypes.python_value_as(value, _dtypes.as_dtype(dtype))
 
 

@@ -211,11 +211,11 @@ class Backend:
             return value
         return conversion.to_tensor(self, value, dtype)
 
-    def flow(self, flow_in=0.0):
-        """A float32 0-d array for ``flow_in`` (conversion.to_flow)."""
+    def flow(self, flow_in=0.0, owner=None):
+        """A float32 0-d array for ``flow_in`` (conversion.to_flow; ``owner``, a handle, named in its errors)."""
         if type(flow_in) is self.array_type and flow_in.dtype is _FLOAT32 and not flow_in.shape:
             return flow_in                      # the common case, without a call
-        return conversion.to_flow(self, flow_in)
+        return conversion.to_flow(self, flow_in, owner)
 
     def is_flow(self, value):
         """Whether ``value`` is a flow as ``flow`` makes them (``flow(value)`` is ``value``)."""

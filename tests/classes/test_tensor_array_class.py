@@ -195,6 +195,19 @@ def test_grad_locks_a_dynamic_forward(backend):
         ta.write(2, 1.0)
 
 
+@pytest.mark.parametrize("flow", [[1.0, 2.0], "x", None.__class__], ids=["vector", "str", "type"])
+def test_grad_with_a_refused_flow_changes_nothing(backend, flow):
+    # TensorFlow converts the flow before the op runs: no gradient array, the size not locked.
+    ta = TensorArray("float32", size=0, dynamic_size=True).write(0, [1.0, 2.0])
+    with pytest.raises(errors.InvalidArgumentError, match="^flow_in must be a") as caught:
+        ta.grad("gradients", flow=flow)
+    assert str(caught.value).endswith(f" (TensorArray {ta.handle.name})")
+    assert dict(ta.handle.array.grads) == {}
+    ta = ta.write(5, [3.0, 4.0])            # still dynamic
+    assert int(host(ta.size())) == 6
+    assert ta.grad("gradients").handle.name == ta.handle.name + "@gradients"
+
+
 @pytest.mark.parametrize("how", ["write", "scatter", "unstack", "split"])
 def test_a_grad_made_before_the_forward_knew_its_shape_checks_values_against_it(backend, how):
     # TensorFlow's class: a gradient TensorArray shares its forward's element shape, and

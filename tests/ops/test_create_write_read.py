@@ -7,6 +7,7 @@ where two checks fail at once the earlier one in TensorFlow's kernel must win.
 import numpy as np
 import pytest
 
+import gpu_tensorarray as gta
 from gpu_tensorarray import errors
 from gpu_tensorarray import raw_ops as ro
 from gpu_tensorarray.layouts import FIRST_SLAB_BYTES
@@ -132,10 +133,14 @@ OBJECT_VALUES = [
     ([1, -(2**63) - 1], "Cannot convert [1, -9223372036854775809] to a tensor: -9223372036854775809 does not fit"),
     (2**64, "Cannot convert 18446744073709551616 to a tensor: 18446744073709551616 does not fit in int64"),
     (2**63, "Cannot convert 9223372036854775808 to a tensor: 9223372036854775808 does not fit in int64"),
+    # NumPy makes float64 of these (an int past int64 beside a smaller one): still integers
+    ([0, 2**63], "Cannot convert [0, 9223372036854775808] to a tensor: 9223372036854775808 does not fit in int64"),
+    ([[-1], [2**63]], "Cannot convert [[-1], [9223372036854775808]] to a tensor: 9223372036854775808 does not fit"),
     ([1, None], "Cannot convert value [1, None] to a tensor: element 1 (in row-major order) is None of type NoneType"),
     ([[1.5], [None]], "Cannot convert value [[1.5], [None]] to a tensor: element 1 (in row-major order) is None"),
 ]
-OBJECT_IDS = ["below-int64", "list-below-int64", "2**64", "2**63", "None-in-list", "nested-None"]
+OBJECT_IDS = ["below-int64", "list-below-int64", "2**64", "2**63", "list-2**63", "nested-2**63", "None-in-list",
+              "nested-None"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
@@ -151,6 +156,43 @@ def test_values_numpy_holds_only_as_objects_are_conversion_errors(backend, dtype
     assert "trying to write dtype" not in str(caught.value), str(caught.value)
     with raises(errors.InvalidArgumentError, f"TensorArray {handle.name}: Could not read from TensorArray index 0."):
         read(handle, 0, dtype)      # nothing was written (an unwritten slot of unknown shape)
+
+
+# Integers NumPy holds in no one integer dtype (int64 beside uint64 scalars) and makes float64 of:
+# TensorFlow reads integers, int32 or int64 by their range (tf.convert_to_tensor, TensorFlow 2.21),
+# exactly, also where float64 would round them.
+@pytest.mark.parametrize("value, dtype", [
+    ([np.int64(0), np.uint64(1)], "int32"), ([np.uint64(1), 1], "int32"), ([[np.uint64(3)], [-1]], "int32"),
+    ([2**62 + 1, np.uint64(1)], "int64"),
+], ids=["int64-uint64", "uint64-int", "nested", "past-float64"])
+def test_integer_lists_numpy_makes_floats_of_stay_integers(backend, value, dtype):
+    handle, flow = new(1, dtype)
+    write(handle, 0, value, flow)
+    assert_same(read(handle, 0, dtype), np.array([int(v) for v in np.ravel(np.array(value, object))],
+                                                  dtype).reshape(np.shape(value)))
+    handle, flow = new(1, "float32")
+    with raises(errors.InvalidArgumentError, WRITE_DTYPE.format(array="float", value=dtype)):
+        write(handle, 0, value, flow)
+
+
+def test_integer_lists_numpy_makes_floats_of_convert_to_the_classs_integer_dtype(backend):
+    ta = gta.TensorArray("int32", size=1).write(0, [np.int64(0), np.uint64(1)])
+    assert_same(ta.read(0), np.array([0, 1], np.int32))
+    ta = gta.TensorArray("int64", size=1).write(0, [2**62 + 1, np.uint64(1)])
+    assert_same(ta.read(0), np.array([2**62 + 1, 1], np.int64))
+    with raises(errors.InvalidArgumentError, "Cannot convert value [1099511627776, np.uint64(1)] to int32: out of"):
+        gta.TensorArray("int32", size=1).write(0, [2**40, np.uint64(1)])
+    # A float dtype takes them as TensorFlow's conversion does, rounded.
+    ta = gta.TensorArray("float32", size=1).write(0, [0, 2**63])
+    assert_same(ta.read(0), np.array([0, 2**63], np.float32))
+
+
+def test_indices_numpy_makes_floats_of_are_integers(backend):
+    handle, flow = new(2)
+    ro.TensorArrayScatterV3(handle, [np.int64(0), np.uint64(1)], f32([1.0, 2.0]), flow)
+    assert_same(ro.TensorArrayGatherV3(handle, [np.uint64(1), 0], flow, "float32"), f32([2.0, 1.0]))
+    with raises(errors.InvalidArgumentError, "indices value 9223372036854775808 does not fit in int32"):
+        ro.TensorArrayGatherV3(handle, [0, 2**63], flow, "float32")
 
 
 def test_the_lowest_int64_still_converts(backend):

@@ -314,9 +314,14 @@ def test_hostile_values(backend, bad):
 @pytest.mark.parametrize("bad", ["abc", [1.0, 2.0], object()], ids=["str", "vector", "object"])
 def test_hostile_flow_in(backend, bad):
     handle, _ = new(3)
-    for op in (lambda: write(handle, 0, f32(1), bad), lambda: scatter(handle, [1], f32([1]), bad)):
-        with pytest.raises(errors.OpError):
+    for op in (lambda: write(handle, 0, f32(1), bad), lambda: scatter(handle, [1], f32([1]), bad),
+               lambda: split(handle, f32([1, 2, 3]), [1, 1, 1], bad)):
+        with pytest.raises(errors.InvalidArgumentError, match="^flow_in must be a") as caught:
             op()
+        assert str(caught.value).endswith(f" (TensorArray {handle.name})"), str(caught.value)
+    for index in range(3):          # nothing was written
+        write(handle, index, f32(index))
+    assert_same(gather(handle, [0, 1, 2]), f32([0, 1, 2]))
 
 
 @pytest.mark.parametrize("bad", [None, 5, 1.5, object(), ["gradients"]], ids=["None", "int", "float", "object",

@@ -110,8 +110,9 @@ def test_gather_dtype_is_checked_before_the_merge(backend):
 def test_gather_merge_conflict(backend, array_shape, attr, text):
     # TensorFlow's PartialTensorShape::MergeWith words rank and dimension conflicts apart.
     handle, _ = new(2, element_shape=array_shape)
-    with raises(errors.InvalidArgumentError, f"PartialTensorShape: Incompatible {text}"):
+    with raises(errors.InvalidArgumentError, f"PartialTensorShape: Incompatible {text}") as caught:
         gather(handle, [0], element_shape=attr)
+    assert str(caught.value).endswith(f" (TensorArray {handle.name})"), str(caught.value)
 
 
 def test_gather_merge_is_checked_before_the_indices_rank(backend):

@@ -288,7 +288,11 @@ def test_values_numpy_holds_only_as_objects_are_conversion_errors(backend, value
     ("a", b"a"), (b"b", b"b"), (["a", b"b"], [b"a", b"b"]), (("a",), [b"a"]), ([np.str_("x")], [b"x"]),
     ([[np.bytes_(b"y")]], [[b"y"]]), (np.array(["u"]), [b"u"]), (np.array([b"s"]), [b"s"]),
     (np.array(["o", b"p"], dtype=object), [b"o", b"p"]),
-], ids=["str", "bytes", "mixed-list", "tuple", "np-str-list", "np-bytes-nested", "U-array", "S-array", "O-array"])
+    # str beside bytes NumPy cannot decode as ASCII (np.asarray raises): TensorFlow takes them
+    ([b"\xc3\xa9", "a"], [b"\xc3\xa9", b"a"]), (["a", b"\xff"], [b"a", b"\xff"]),
+    ([["\xe9"], [b"\x80"]], [[b"\xc3\xa9"], [b"\x80"]]),
+], ids=["str", "bytes", "mixed-list", "tuple", "np-str-list", "np-bytes-nested", "U-array", "S-array", "O-array",
+        "utf8-bytes-and-str", "str-and-byte-ff", "nested-non-ascii"])
 def test_genuine_strings_still_convert_and_numeric_arrays_refuse_them(backend, value, expected):
     handle, flow = ro.TensorArrayV3(1, "string")
     ro.TensorArrayWriteV3(handle, 0, value, flow)

@@ -1,0 +1,42 @@
+"""Python scalars and (nested) lists of integers read as TensorFlow reads them, where NumPy
+reads them otherwise: NumPy makes floats of integers no one integer dtype holds (an int64
+beside a uint64 scalar, an int past int64's maximum beside smaller ones) and objects of ints
+past uint64. TensorFlow sees integers there: int32 or int64 by their range, an error past int64."""
+
+import numpy as np
+
+__all__ = ["NUMPY_INTS", "INT64_MIN", "INT64_MAX", "integer_leaves", "as_host_array"]
+
+# NumPy's integer scalar types, exactly: np.timedelta64 subclasses np.signedinteger, and
+# np.bool_ is no integer, so an isinstance test would let the one in and a kind test the other.
+NUMPY_INTS = frozenset(np.dtype(code).type for code in "bBhHiIlLqQnN")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def integer_leaves(value):
+    """The leaves of a nested list or tuple as Python ints, or None when one is anything else
+    (a bool too: TensorFlow does not read it as an integer here)."""
+    leaves = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+        elif type(item) is int or type(item) in NUMPY_INTS:
+            leaves.append(int(item))
+        else:
+            return None
+    return leaves
+
+
+def as_host_array(value):
+    """``np.asarray(value)``, but a list or tuple whose leaves are all integers as an int64
+    array when they fit in int64, else as an object array of them (which the callers refuse
+    by naming the integer that does not fit), never as floats."""
+    host = np.asarray(value)
+    if host.dtype.kind in "fO" and isinstance(value, (list, tuple)):
+        leaves = integer_leaves(value)
+        if leaves:
+            fits = INT64_MIN <= min(leaves) and max(leaves) <= INT64_MAX
+            return np.array(value, dtype=np.int64 if fits else object)
+    return host
