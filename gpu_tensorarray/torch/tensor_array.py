@@ -164,10 +164,12 @@ class TensorArray:
 
     def grad(self, source, flow=None, name=None):
         """The gradient array for ``source`` (TensorArrayGradV3), as a torch TensorArray."""
+        # The flow is checked first: a refused one must leave no gradient array, and the size unlocked.
+        flow = self.flow if flow is None else _checked_flow(flow, self._ta.handle)
         with cuda_scope(self._backend):
             ta = self._ta.grad(source)
         result = self._next(ta, 0)
-        result._state = ArrayState(ta.handle, "", ta.flow, self.flow if flow is None else flow)
+        result._state = ArrayState(ta.handle, "", ta.flow, flow)
         return result
 
     def _read(self, kind, where, method, slots=None):
@@ -321,6 +323,17 @@ def _shares_numpy(backend, dtype):
     """Whether the array's values are NumPy arrays that torch shares (the CPU fast paths): on a CPU
     backend, of a dtype torch's NumPy import knows (not bfloat16, which crosses as its bits)."""
     return backend.name != "cupy" and torch_dtype(dtype) is not torch.bfloat16
+
+
+def _checked_flow(flow, handle):
+    """A flow given to ``grad``: a float scalar tensor as it is, anything else checked as the library
+    checks a flow (its error names the array) and made one."""
+    if isinstance(flow, torch.Tensor):
+        if flow.dim() or not flow.is_floating_point():
+            raise InvalidArgumentError(f"flow must be a float scalar tensor (a TensorArray's flow), got a "
+                                       f"{flow.dtype} tensor of shape {list(flow.shape)} (TensorArray {handle.name})")
+        return flow
+    return torch.tensor(float(handle.array.backend.to_numpy(handle.array.backend.flow(flow, handle))))
 
 
 def _indices_and_slots(indices):

@@ -9,6 +9,7 @@ Needs torch: skipped without it, except under CI=true, where a missing torch fai
 
 import contextlib
 import gc
+import re
 
 import numpy as np
 import pytest
@@ -956,6 +957,22 @@ def test_handle_wrapping_and_grad_array(backend):
     assert same.handle is ta.handle and same.flow is ta.flow
     grad = ta.grad("gradients")
     assert grad.dtype is F64 and gta.registry.lookup(grad.handle).is_grad
+    grad.close()
+
+
+@pytest.mark.parametrize("flow, text", [
+    ([1.0, 2.0], "flow_in must be a scalar, but had shape: [2]"), ("x", "flow_in must be a float scalar, got 'x'"),
+    (torch.ones(2), "flow must be a float scalar tensor"), (torch.tensor(1), "flow must be a float scalar tensor"),
+], ids=["list", "str", "vector-tensor", "int-tensor"])
+def test_grad_with_a_refused_flow_changes_nothing(backend, flow, text):
+    ta = TensorArray(F64, size=0, dynamic_size=True).write(0, torch.ones(3, dtype=F64))
+    with pytest.raises(InvalidArgumentError, match=re.escape(text)) as caught:
+        ta.grad("gradients", flow=flow)
+    assert str(caught.value).endswith(f"(TensorArray {ta.handle.name})")
+    assert not gta.registry.lookup(ta.handle).grads         # no gradient array, the size not locked
+    ta = ta.write(4, torch.ones(3, dtype=F64))
+    grad = ta.grad("gradients", flow=2.5)
+    assert float(grad.flow) == 2.5 and int(grad.size()) == 5
     grad.close()
 
 
