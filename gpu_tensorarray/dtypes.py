@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, shown
-from .python_values import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, as_host_array
+from .python_values import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, as_host_array, leaves
 
 __all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
            "exact_identity", "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES",
@@ -232,6 +232,9 @@ def python_value_dtype(host_array, value):
     they need 64 bits. ``host_array`` is ``np.asarray(value)``; numpy and foreign
     arrays never come here."""
     kind = host_array.dtype.kind
+    if kind in "iuf" and isinstance(value, (list, tuple)) and any(type(leaf) in _BOOLS for leaf in leaves(value)):
+        # NumPy makes numbers of the bools; TensorFlow refuses the list ("mixed types")
+        raise InvalidArgumentError(f"Cannot convert value {shown(value)} to a tensor: it mixes bools and numbers")
     if kind == "f":
         # TensorFlow keeps float16 for a list of np.float16 only (eager and in tf.function
         # alike); other NumPy scalars in lists get dtypes that differ between the two.
@@ -261,18 +264,12 @@ def python_value_dtype(host_array, value):
 
 
 _FLOAT16 = np.dtype("float16")
+_BOOLS = (bool, np.bool_)
 
 
 def _all_float16_scalars(value):
     """Whether every leaf of a (nested) list or tuple is an np.float16 scalar."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, (list, tuple)):
-            pending.extend(item)
-        elif type(item) is not np.float16:
-            return False
-    return True
+    return all(type(leaf) is np.float16 for leaf in leaves(value))
 
 
 def object_value_problem(host_array, value):

@@ -5,7 +5,7 @@ past uint64. TensorFlow sees integers there: int32 or int64 by their range, an e
 
 import numpy as np
 
-__all__ = ["NUMPY_INTS", "INT64_MIN", "INT64_MAX", "integer_leaves", "as_host_array"]
+__all__ = ["NUMPY_INTS", "INT64_MIN", "INT64_MAX", "leaves", "integer_leaves", "as_host_array"]
 
 # NumPy's integer scalar types, exactly: np.timedelta64 subclasses np.signedinteger, and
 # np.bool_ is no integer, so an isinstance test would let the one in and a kind test the other.
@@ -13,20 +13,26 @@ NUMPY_INTS = frozenset(np.dtype(code).type for code in "bBhHiIlLqQnN")
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def integer_leaves(value):
-    """The leaves of a nested list or tuple as Python ints, or None when one is anything else
-    (a bool too: TensorFlow does not read it as an integer here)."""
-    leaves = []
+def leaves(value):
+    """The leaves of a nested list or tuple (``value`` itself when it is neither), in no set order."""
     stack = [value]
     while stack:
         item = stack.pop()
         if isinstance(item, (list, tuple)):
             stack.extend(item)
-        elif type(item) is int or type(item) in NUMPY_INTS:
-            leaves.append(int(item))
         else:
+            yield item
+
+
+def integer_leaves(value):
+    """The leaves of a nested list or tuple as Python ints, or None when one is anything else
+    (a bool too: TensorFlow does not read it as an integer here)."""
+    ints = []
+    for item in leaves(value):
+        if type(item) is not int and type(item) not in NUMPY_INTS:
             return None
-    return leaves
+        ints.append(int(item))
+    return ints
 
 
 def as_host_array(value):

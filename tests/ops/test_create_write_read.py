@@ -175,6 +175,20 @@ def test_integer_lists_numpy_makes_floats_of_stay_integers(backend, value, dtype
         write(handle, 0, value, flow)
 
 
+# TensorFlow's conversion without a dtype (a raw op's value) refuses bools beside numbers ("Can't convert
+# Python sequence with mixed types to Tensor."), where NumPy makes numbers of them; with the array's dtype
+# (the class) it converts them.
+@pytest.mark.parametrize("value", [[True, 1.0], [True, 1], [[1], [np.bool_(False)]]], ids=["float", "int", "nested"])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool"])
+def test_bools_beside_numbers_are_a_conversion_error(backend, value, dtype):
+    handle, flow = new(1, dtype)
+    with raises(errors.InvalidArgumentError, f"Cannot convert value {value!r} to a tensor: it mixes bools and numbers"):
+        write(handle, 0, value, flow)
+    if dtype != "bool" and not (dtype == "int32" and float in map(type, value)):   # (floats into int32: refused)
+        ta = gta.TensorArray(dtype, size=1).write(0, value)
+        assert_same(ta.read(0), np.array(value).astype(dtype))
+
+
 def test_integer_lists_numpy_makes_floats_of_convert_to_the_classs_integer_dtype(backend):
     ta = gta.TensorArray("int32", size=1).write(0, [np.int64(0), np.uint64(1)])
     assert_same(ta.read(0), np.array([0, 1], np.int32))
