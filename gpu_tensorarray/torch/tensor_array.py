@@ -99,9 +99,11 @@ class TensorArray:
         ``library``: its library TensorArray, when an earlier rule of the pass made one."""
         result = _new(TensorArray)
         if library is None:
-            library = _LibraryTensorArray(forward.dtype, handle=handle, flow=state.array[2],
-                                          infer_shape=forward._infer_shape, mode="tf1")
-            library._shape_cell = forward._shape_cell
+            # As TensorFlow's gradient functions, which wrap the handle afresh for each rule: no element
+            # shape of the user's TensorArrays, none inferred from one rule's gradients for the next
+            # (the gradient array's own shapes, copied from its forward array's, are what it checks).
+            library = _LibraryTensorArray(forward.dtype, handle=handle, flow=state.array[2], infer_shape=False,
+                                          mode="tf1")
         result._ta, result._backend, result._state, result._n = library, handle.array.backend, state, 0
         result._host = _shares_numpy(result._backend, library.dtype)
         return result

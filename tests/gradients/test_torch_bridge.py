@@ -976,6 +976,28 @@ def test_grad_with_a_refused_flow_changes_nothing(backend, flow, text):
     grad.close()
 
 
+def test_a_wrapper_that_infers_a_shape_leaves_a_ragged_arrays_gradients_alone(backend):
+    """A ragged array (infer_shape=False) wrapped afresh (infer_shape=True, TensorFlow's default) and
+    written through the wrapper: the wrapper's inferred shape is its own, as in TensorFlow, whose
+    gradient functions wrap the handle afresh; the backward takes every slot's shape (it refused the
+    other slots' gradients for the wrapper's shape)."""
+    x, y, z = leaves((5, 3), (1, 3), (1, 3, 3))
+    w1, w3 = weights(2, 3), weights(1, 3, seed=2)
+
+    def program(x, y, z, use_array):
+        if not use_array:
+            pieces = torch.split(x * 2, [3, 2])
+            return nonlinear(pieces[1], w1) + nonlinear(y * 5, w3) + (z * 0).sum()
+        ta = TensorArray(F64, size=1, dynamic_size=True, infer_shape=False, element_shape=(None, 3))
+        ta = ta.split(x * 2, [3, 2])
+        first = ta.read(1)
+        ta = ta.write(3, y * 5)
+        wrapper = TensorArray(F64, handle=ta.handle, flow=ta.flow).scatter([5], z * 3)   # infers (3, 3)
+        return nonlinear(first, w1) + nonlinear(wrapper.read(3), w3)
+
+    assert_same_gradients(lambda *v: program(*v, True), lambda *v: program(*v, False), [x, y, z])
+
+
 def test_a_handle_wrapped_at_the_current_flow_shares_the_arrays_chain(backend):
     """TensorArray(handle=ta.handle, flow=ta.flow) continues ta's chain (one state per array): its
     writes and ta's are one run, read through either's successor with the list model's gradients;
