@@ -41,8 +41,8 @@ def as_host_array(value):
     by naming the integer that does not fit), never as floats."""
     host = np.asarray(value)
     if host.dtype.kind in "fO" and isinstance(value, (list, tuple)):
-        leaves = integer_leaves(value)
-        if leaves:
-            fits = INT64_MIN <= min(leaves) and max(leaves) <= INT64_MAX
+        ints = integer_leaves(value)
+        if ints:
+            fits = INT64_MIN <= min(ints) and max(ints) <= INT64_MAX
             return np.array(value, dtype=np.int64 if fits else object)
     return host

@@ -166,12 +166,12 @@ class TensorArray:
 
     def grad(self, source, flow=None, name=None):
         """The gradient array for ``source`` (TensorArrayGradV3), as a torch TensorArray."""
-        # The flow is checked first: a refused one must leave no gradient array, and the size unlocked.
-        flow = self.flow if flow is None else _checked_flow(flow, self._ta.handle)
+        if flow is not None:     # checked first: a refused one must leave no gradient array, and the size unlocked
+            flow = _checked_flow(flow, self._ta.handle)
         with cuda_scope(self._backend):
             ta = self._ta.grad(source)
         result = self._next(ta, 0)
-        result._state = ArrayState(ta.handle, "", ta.flow, flow)
+        result._state = ArrayState(ta.handle, "", ta.flow, self.flow if flow is None else flow)
         return result
 
     def _read(self, kind, where, method, slots=None):
