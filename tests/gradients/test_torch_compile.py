@@ -1,5 +1,7 @@
 """torch.compile over a model that uses gpu_tensorarray.torch: Dynamo runs the bridge's ops
-as they are (a graph break around each) and compiles the torch code between them; the
+as they are (a graph break around each) and compiles the torch code between them (outside
+loops: a frame with a graph break in a loop runs eagerly, Dynamo's rule); fullgraph=True is
+refused at compile time, before any op runs; the
 gradients equal the uncompiled list model's, also when compiled autograd runs the backward
 pass. Importing the bridge never imports Dynamo.
 
@@ -54,6 +56,19 @@ def test_compiled_model_has_the_list_models_gradients(backend, compiler):
         grads = torch.autograd.grad(compiled(x), list(cell.parameters()))
         for mine, theirs in zip(grads, reference):
             assert float((mine - theirs).abs().max()) <= 1e-12 * float(theirs.abs().max())
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_fullgraph_is_refused_at_compile_time_before_any_op_runs(backend, mode):
+    ta = TensorArray(F64, size=2, mode=mode)
+    value = torch.ones(3, dtype=F64, device=torch_device())
+
+    def step(value):
+        return ta.write(0, value * 2).read(0) + 1
+
+    with pytest.raises(torch._dynamo.exc.Unsupported, match="marked as skipped"):
+        torch.compile(step, fullgraph=True, backend="eager")(value)
+    assert float(step(value).sum()) == 9.0      # under TF1 rules: slot 0 was never written (else refused)
 
 
 def _inputs_model(w, x, use_array, mode="tf1"):
