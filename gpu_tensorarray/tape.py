@@ -15,6 +15,7 @@ import contextlib
 import enum
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -39,9 +40,11 @@ class UnconnectedGradients(enum.Enum):
 
 # -- recording --------------------------------------------------------------------------------
 
-_local = threading.local()          # .tapes: tapes recording in this thread; .paused: depth
+# Weak sets: a tape whose ``with`` block an interrupt left (at __exit__'s call, before its first
+# line) records no longer once the caller drops it, and the hook goes with the last of them.
+_local = threading.local()          # .tapes: the tapes recording in this thread; .paused: depth
 _recording_lock = threading.Lock()
-_recording_count = 0                # tapes recording in any thread
+_recording = weakref.WeakSet()      # the tapes recording in any thread
 
 
 def _after_fork():
@@ -57,42 +60,37 @@ def _record(op_type, inputs, outputs, dtype):
     """The recorder raw_ops calls while some tape records: add the op to this thread's tapes
     (those not inside their own stop_recording)."""
     tapes = getattr(_local, "tapes", None)
-    if not tapes or getattr(_local, "paused", 0):
+    if not tapes:
+        if not _recording:              # the last tape recording anywhere is gone without stopping
+            with _recording_lock:
+                if not _recording:
+                    raw_ops.set_recorder(None)
+        return
+    if getattr(_local, "paused", 0):
         return
     op = Op(op_type, inputs, outputs, {DTYPE_ATTR[op_type]: dtype})
-    for tape in tapes:
+    for tape in list(tapes):
         if not tape._stopped:
             tape._add(op)
 
 
 def _start(tape):
-    global _recording_count
     tapes = getattr(_local, "tapes", None)
     if tapes is None:
-        tapes = _local.tapes = []
-    tapes.append(tape)
+        tapes = _local.tapes = weakref.WeakSet()
     with _recording_lock:
-        _recording_count += 1
+        tapes.add(tape)
+        _recording.add(tape)
         raw_ops.set_recorder(_record)
 
 
 def _stop(tape):
-    global _recording_count
-    _local.tapes.remove(tape)
+    """Undoes ``_start``, also a part of it that an interrupt cut short."""
     with _recording_lock:
-        _recording_count -= 1
-        if not _recording_count:
+        getattr(_local, "tapes", set()).discard(tape)
+        _recording.discard(tape)
+        if not _recording:
             raw_ops.set_recorder(None)
-
-
-@contextlib.contextmanager
-def _paused():
-    """No tape of this thread records inside (the gradient computation's own ops)."""
-    _local.paused = getattr(_local, "paused", 0) + 1
-    try:
-        yield
-    finally:
-        _local.paused -= 1
 
 
 # -- GradientTape -----------------------------------------------------------------------------
@@ -148,7 +146,12 @@ class GradientTape:
             # As TensorFlow's: a used non-persistent tape entered again records afresh, for one more gradient.
             self._ops, self._producer, self._used = [], {}, False
         self._recording = True
-        _start(self)
+        try:
+            _start(self)
+        except BaseException:           # an interrupt: __exit__ will not run
+            self._recording = False
+            _stop(self)
+            raise
         return self
 
     def __exit__(self, *exc_info):
@@ -214,10 +217,13 @@ class GradientTape:
         target_grads = [_target_gradient(target, gradient, producer)
                         for target, gradient, producer in zip(target_list, given, producers)]
         self._used = True
+        # No tape of this thread records the computation's own ops. Counted up and down by plain
+        # statements around the try (a context manager's exit may be skipped by an interrupt).
+        _local.paused = getattr(_local, "paused", 0) + 1
         try:
-            with _paused():
-                grads = self._backward(self._ops, target_list, target_grads, source_list, unconnected)
+            grads = self._backward(self._ops, target_list, target_grads, source_list, unconnected)
         finally:
+            _local.paused -= 1
             if not self._persistent:
                 self._ops, self._producer = None, None
         callers = {id(gradient) for gradient in given}

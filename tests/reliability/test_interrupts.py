@@ -539,3 +539,40 @@ def test_an_interrupt_in_a_moving_tf2_write_leaves_the_list_before_or_after(back
     points = at - 1
     assert points > 20 and not failures, failures[:5]
     assert all(point > points - 2 for point in dropped), (points, dropped)     # _next's and the op's returns
+
+
+def test_an_interrupt_anywhere_in_a_tape_step_leaves_no_tape_recording():
+    """At every point an interrupt can land in a GradientTape's step (entering it, the ops inside,
+    leaving it, its gradient): once the caller has dropped the tape, no tape records, the recorder
+    hook is off after the next op, and arrays made later are freed as usual (a tape left in the
+    thread's recording set by an interrupt in __enter__ or __exit__ kept recording every later op,
+    and with it every later array)."""
+    import gc
+    import weakref
+
+    import gpu_tensorarray as gta
+    from gpu_tensorarray import raw_ops, tape as tape_module
+
+    def step():
+        x = np.ones((2, 3))
+        with gta.GradientTape() as tape:
+            gathered = gta.TensorArray("float64", size=2).unstack(x).gather([0, 1])
+        assert host(tape.gradient(gathered, x)).tolist() == np.ones((2, 3)).tolist()
+
+    at, points = 0, 0
+    while True:                             # (the tape's code is the same on every backend)
+        at += 1
+        interrupt = Interrupt(at)
+        with gta.device("numpy"):
+            interrupted = interrupt.run(step)
+            gc.collect()                    # the interrupted step's frames and tape
+            later = gta.TensorArray("float64", size=1).write(0, np.ones(2))      # an op after the step
+        alive = weakref.ref(registry.lookup(later.handle))
+        del later
+        assert not tape_module._recording and not getattr(tape_module._local, "tapes", None), (at, interrupt.where)
+        assert not raw_ops.recording(), (at, interrupt.where)
+        assert alive() is None, (at, interrupt.where)      # no tape kept it
+        if not interrupted:
+            break
+        points += 1
+    assert points > 20
