@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, shown
-from .python_values import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, as_host_array, leaves
+from .python_values import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, integer_leaves, leaf_types
 
 __all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
            "exact_identity", "python_value_dtype", "python_value_as", "SUPPORTED", "AGGREGATABLE", "NAMES",
@@ -229,10 +229,11 @@ def exact_identity(dtype):
 def python_value_dtype(host_array, value):
     """The dtype TensorFlow gives a Python scalar or (nested) list: floats are
     float32 (float16 when every leaf is a NumPy float16 scalar), ints int32 unless
-    they need 64 bits. ``host_array`` is ``np.asarray(value)``; numpy and foreign
-    arrays never come here."""
+    they need 64 bits. ``host_array`` is ``python_values.as_host_array(value)``; numpy and
+    foreign arrays never come here."""
     kind = host_array.dtype.kind
-    if kind in "iuf" and isinstance(value, (list, tuple)) and any(type(leaf) in _BOOLS for leaf in leaves(value)):
+    if kind in "iufc" and isinstance(value, (list, tuple)) and _may_hold_bools(host_array) \
+            and not _BOOLS.isdisjoint(leaf_types(value)):
         # NumPy makes numbers of the bools; TensorFlow refuses the list ("mixed types")
         raise InvalidArgumentError(f"Cannot convert value {shown(value)} to a tensor: it mixes bools and numbers")
     if kind == "f":
@@ -264,12 +265,21 @@ def python_value_dtype(host_array, value):
 
 
 _FLOAT16 = np.dtype("float16")
-_BOOLS = (bool, np.bool_)
+_BOOLS = frozenset((bool, np.bool_))
+
+
+def _may_hold_bools(host_array):
+    """Whether NumPy's array of a list holds a 0 or a 1, which it makes of bools: where it holds
+    neither, no leaf is a bool, and asking each leaf's type (as long as NumPy's reading) is spared."""
+    if host_array.size <= 32:
+        listed = host_array.ravel().tolist()
+        return 0 in listed or 1 in listed
+    return bool(((host_array == 0) | (host_array == 1)).any())
 
 
 def _all_float16_scalars(value):
     """Whether every leaf of a (nested) list or tuple is an np.float16 scalar."""
-    return all(type(leaf) is np.float16 for leaf in leaves(value))
+    return leaf_types(value) == {np.float16}
 
 
 def object_value_problem(host_array, value):
@@ -283,10 +293,10 @@ def object_value_problem(host_array, value):
             strings += 1
             continue
         numbers += 1
-        if isinstance(element, int) and not isinstance(element, bool) \
-                and not _INT64_MIN <= element <= _INT64_MAX:
+        if isinstance(element, (int, np.integer)) and not isinstance(element, bool) \
+                and not _INT64_MIN <= int(element) <= _INT64_MAX:
             # as python_value_dtype words 2**63 and above, which NumPy holds as uint64
-            return f"Cannot convert {shown(value)} to a tensor: {element} does not fit in int64"
+            return f"Cannot convert {shown(value)} to a tensor: {int(element)} does not fit in int64"
         if not isinstance(element, (bool, int, float, complex, np.number, np.bool_)):
             return (f"Cannot convert value {shown(value)} to a tensor: element {position} (in row-major order) is "
                     f"{shown(element)} of type {type(element).__name__}, which is no number, bool or string")
@@ -315,10 +325,17 @@ def python_value_as(value, dtype, owner=None):
     any other value keeps its own dtype, which the op then refuses)."""
     if dtype is STRING:
         return value
+    ints = integer_leaves(value) if dtype.kind in "iu" and isinstance(value, (list, tuple)) else None
+    if ints:
+        # Integers, read exactly against the dtype's range (NumPy would make floats or objects
+        # of some, as of [0, 2**63]); other dtypes take NumPy's floats, rounded as TensorFlow's.
+        info = np.iinfo(dtype)
+        if not info.min <= min(ints) or not max(ints) <= info.max:
+            raise InvalidArgumentError(
+                f"Cannot convert value {shown(value)} to {tf_name(dtype)}: out of range{about(owner)}")
+        return np.array(value, dtype=dtype)
     try:
-        # Integer leaves are read exactly for an integer dtype; for the others NumPy's floats
-        # round as TensorFlow's conversion does.
-        host = as_host_array(value) if dtype.kind in "iu" else np.asarray(value)
+        host = np.asarray(value)
     except Exception as error:
         raise InvalidArgumentError(
             f"Cannot convert value {shown(value)} to {tf_name(dtype)}: {described(error)}{about(owner)}") from None

@@ -21,7 +21,7 @@ from .base import Backend, cupy_values
 from .device_guard import DeviceScope
 from .kernel_rows import KernelRows
 from .launch import CompiledKernels
-from .numpy import torch_bfloat16_on_host, torch_negation_resolved
+from .numpy import torch_bfloat16_on_host, torch_bits_resolved
 
 __all__ = ["CupyBackend", "NVRTC_OPTIONS", "INSTALL_COMPILER"]
 
@@ -266,7 +266,7 @@ class CupyBackend(KernelRows, Backend):
         if not isinstance(value, cupy.ndarray):
             if not hasattr(value, "__dlpack__"):
                 return None
-            value = torch_negation_resolved(value)
+            value = torch_bits_resolved(value)
             try:
                 value = cupy.from_dlpack(value)   # zero-copy, on the producer's device
             except (TypeError, ValueError, RuntimeError, BufferError):

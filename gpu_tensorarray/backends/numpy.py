@@ -12,7 +12,7 @@ from .arrays import is_cupy_array
 from .base import Backend, cupy_values, host_memory_limit
 from .scatter_add import prepare_add_rows_sequential
 
-__all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host", "torch_negation_resolved"]
+__all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host", "torch_bits_resolved"]
 
 
 class ReadOnlyArray(np.ndarray):
@@ -71,7 +71,7 @@ class NumpyBackend(Backend):
         if is_cupy_array(value):
             return cupy_values(value)
         if hasattr(value, "__dlpack__"):
-            value = torch_negation_resolved(value)
+            value = torch_bits_resolved(value)
             try:
                 return np.from_dlpack(value)
             except (TypeError, RuntimeError, BufferError):
@@ -126,12 +126,16 @@ def _host_copy(value):
     return np.asarray(value.cpu()) if bfloat16 is None else bfloat16
 
 
-def torch_negation_resolved(value):
-    """A torch tensor whose negative bit is set (``z.conj().imag``), negated: DLPack carries
-    no such bit, and torch exports the memory as it is, the values' negatives."""
+def torch_bits_resolved(value):
+    """A torch tensor with its lazy conjugate or negative bit set (``z.conj()``, ``z.conj().imag``),
+    as its values: DLPack carries neither bit; torch refuses to export the one and exports the
+    other's memory as it is (the values' negatives)."""
     torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor) and value.is_neg():
-        return value.resolve_neg()
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.is_conj():
+            value = value.resolve_conj()
+        if value.is_neg():
+            value = value.resolve_neg()
     return value
 
 

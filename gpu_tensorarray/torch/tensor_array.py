@@ -13,7 +13,7 @@ import torch
 from .. import device as _device
 from .. import get_backend as _get_backend
 from .. import modes, raw_ops
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, about
 from ..host import host_ints
 from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
@@ -333,7 +333,7 @@ def _checked_flow(flow, handle):
     if isinstance(flow, torch.Tensor):
         if flow.dim() or not flow.is_floating_point():
             raise InvalidArgumentError(f"flow must be a float scalar tensor (a TensorArray's flow), got a "
-                                       f"{flow.dtype} tensor of shape {list(flow.shape)} (TensorArray {handle.name})")
+                                       f"{flow.dtype} tensor of shape {list(flow.shape)}{about(handle)}")
         return flow
     return torch.tensor(float(handle.array.backend.to_numpy(handle.array.backend.flow(flow, handle))))
 

@@ -197,7 +197,8 @@ def test_grad_locks_a_dynamic_forward(backend):
 
 @pytest.mark.parametrize("flow", [[1.0, 2.0], "x", None.__class__], ids=["vector", "str", "type"])
 def test_grad_with_a_refused_flow_changes_nothing(backend, flow):
-    # TensorFlow converts the flow before the op runs: no gradient array, the size not locked.
+    # The flow is checked before the op runs (TensorFlow converts it first; a vector it takes, we refuse):
+    # no gradient array, the size not locked.
     ta = TensorArray("float32", size=0, dynamic_size=True).write(0, [1.0, 2.0])
     with pytest.raises(errors.InvalidArgumentError, match="^flow_in must be a") as caught:
         ta.grad("gradients", flow=flow)

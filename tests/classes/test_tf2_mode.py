@@ -12,6 +12,7 @@
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -590,3 +591,14 @@ def test_unstack_and_split_that_fail_leave_the_contents(backend, monkeypatch, op
             ta.unstack(np.zeros((3, 2), np.float32)) if op == "unstack" else \
                 ta.split(np.zeros((3, 2), np.float32), [1, 2])
     assert gta.to_numpy(ta.concat() if op == "split" else ta.stack()).tolist() == before == [[1.0, 1.0]]
+
+
+@pytest.mark.parametrize("value, text", [
+    ([[1, 2], [3]], "Cannot convert value [[1, 2], [3]] to a tensor: ValueError"),
+    ([True, 2.0], "Cannot convert value [True, 2.0] to a tensor: it mixes bools and numbers"),
+    ([0, 2**63], "Cannot convert [0, 9223372036854775808] to a tensor: 9223372036854775808 does not fit in int64"),
+], ids=["ragged", "bool-and-float", "past-int64"])
+def test_constant_refuses_what_tensorflow_refuses_with_the_librarys_error(value, text):
+    with pytest.raises(errors.InvalidArgumentError, match="^" + re.escape(text)):
+        tf.constant(value)
+    assert tf.constant([np.int64(1), np.uint64(2)]).dtype == np.int32     # integers, where NumPy makes floats

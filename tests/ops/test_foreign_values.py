@@ -42,7 +42,7 @@ def test_torch_tensors(backend):
     np.testing.assert_array_equal(stacked, np.stack([np.arange(4, dtype=np.float32)] * 2))
 
 
-def test_torch_tensors_with_the_negative_bit_set_keep_their_sign(backend):
+def test_torch_tensors_with_the_negative_or_conjugate_bit_set_keep_their_values(backend):
     # torch's lazy negation (z.conj().imag) is a bit DLPack does not carry: torch exports the
     # memory un-negated. The value is the tensor's, as tolist() gives it.
     torch = pytest.importorskip("torch")
@@ -54,6 +54,10 @@ def test_torch_tensors_with_the_negative_bit_set_keep_their_sign(backend):
     np.testing.assert_array_equal(stacked, np.stack([expected[0], expected[0]]))
     ta = gta.TensorArray("float32", size=1).write(0, negated[0])
     np.testing.assert_array_equal(gta.to_numpy(ta.read(0)), expected[0])
+    conjugated = complex_values.conj()           # the conjugate bit, which torch refuses to export
+    assert conjugated.is_conj()
+    ta = gta.TensorArray("complex64", size=1).write(0, conjugated[0])
+    np.testing.assert_array_equal(gta.to_numpy(ta.read(0)), np.array(conjugated.tolist(), np.complex64)[0])
 
 
 def test_cupy_arrays(backend):
