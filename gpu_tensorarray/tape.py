@@ -44,7 +44,7 @@ class UnconnectedGradients(enum.Enum):
 # line) records no longer once the caller drops it, and the hook goes with the last of them.
 _local = threading.local()          # .tapes: the tapes recording in this thread; .paused: depth
 _recording_lock = threading.Lock()
-_recording = weakref.WeakSet()      # the tapes recording in any thread
+_recording: "weakref.WeakSet[GradientTape]" = weakref.WeakSet()      # the tapes recording in any thread
 
 
 def _after_fork():
