@@ -269,12 +269,10 @@ _BOOLS = frozenset((bool, np.bool_))
 
 
 def _may_hold_bools(host_array):
-    """Whether NumPy's array of a list holds a 0 or a 1, which it makes of bools: where it holds
-    neither, no leaf is a bool, and asking each leaf's type (as long as NumPy's reading) is spared."""
-    if host_array.size <= 32:
-        listed = host_array.ravel().tolist()
-        return 0 in listed or 1 in listed
-    return bool(((host_array == 0) | (host_array == 1)).any())
+    """Whether a list's leaves are worth asking for bools: a short list's always; a long one's
+    when NumPy's array of it holds a 0 or a 1, which it makes of bools (else no leaf is one,
+    and asking each leaf's type, as long as NumPy's reading, is spared)."""
+    return host_array.size <= 256 or bool(((host_array == 0) | (host_array == 1)).any())
 
 
 def _all_float16_scalars(value):

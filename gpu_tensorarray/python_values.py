@@ -54,9 +54,16 @@ def as_host_array(value):
     array when they fit in int64, else as an object array of them (which the callers refuse
     by naming the integer that does not fit), never as floats."""
     host = np.asarray(value)
-    if host.dtype.kind in "fO" and isinstance(value, (list, tuple)):
+    if host.dtype.kind in "fO" and isinstance(value, (list, tuple)) and _first_leaf_is_an_int(value):
         ints = integer_leaves(value)
         if ints:
             fits = INT64_MIN <= min(ints) and max(ints) <= INT64_MAX
             return np.array(value, dtype=np.int64 if fits else object)
     return host
+
+
+def _first_leaf_is_an_int(value):
+    """Whether a list's first leaf is an integer: else not all are (a float list's one test)."""
+    while isinstance(value, (list, tuple)) and value:
+        value = value[0]
+    return type(value) is int or type(value) in NUMPY_INTS
