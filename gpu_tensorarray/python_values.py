@@ -1,7 +1,8 @@
-"""Python scalars and (nested) lists of integers read as TensorFlow reads them, where NumPy
-reads them otherwise: NumPy makes floats of integers no one integer dtype holds (an int64
-beside a uint64 scalar, an int past int64's maximum beside smaller ones) and objects of ints
-past uint64. TensorFlow sees integers there: int32 or int64 by their range, an error past int64."""
+"""Python scalars and (nested) lists read as TensorFlow reads them, where NumPy reads them
+otherwise: NumPy makes floats of integers no one integer dtype holds (an int64 beside a uint64
+scalar, an int past int64's maximum beside smaller ones) and objects of ints past uint64, where
+TensorFlow sees integers (int32 or int64 by their range, an error past int64); and it makes
+numbers of bools beside numbers, which TensorFlow refuses (``leaf_types`` finds them)."""
 
 import numpy as np
 
