@@ -30,7 +30,7 @@ from . import dtypes, strings
 from .errors import InvalidArgumentError, OpError, ResourceExhaustedError, about, described, shown
 from .python_values import as_host_array
 
-__all__ = ["to_tensor", "to_flow", "truth"]
+__all__ = ["to_tensor", "to_flow", "truth", "host_array"]
 
 _FLOAT32 = np.dtype("float32")
 _PYTHON_VALUES = (bool, int, float, complex, list, tuple)
@@ -53,7 +53,7 @@ def to_tensor(backend, value, dtype=None, owner=None):
     if isinstance(value, (np.ndarray, np.generic)):
         return backend.from_host(_supported(np.asarray(value), dtype, owner))
     if isinstance(value, _PYTHON_VALUES):
-        host = _host(value, owner)
+        host = host_array(value, owner)
         if host.dtype.kind in "SU" or dtype is dtypes.STRING:
             try:
                 return strings.as_strings(value, owner)
@@ -84,14 +84,17 @@ def to_tensor(backend, value, dtype=None, owner=None):
                                    f"it as an array raised {described(error)}{about(owner)}") from None
     if foreign is not None:
         return foreign
-    host = _host(value, owner)
+    host = host_array(value, owner)
     if host.dtype.kind == "O":
         raise InvalidArgumentError(f"Cannot convert value {shown(value)} of type {type(value).__name__} to a tensor: "
                                    f"it is no number, array or buffer{about(owner)}")
     return backend.from_host(_supported(host, dtype, owner))
 
 
-def _host(value, owner):
+def host_array(value, owner=None):
+    """A Python value (scalar, nested list) as NumPy's array of it, read as TensorFlow reads it
+    (python_values.as_host_array; a list of str beside non-ASCII bytes as strings); what NumPy
+    cannot read is InvalidArgumentError."""
     try:
         return as_host_array(value)
     except Exception as error:      # whatever a caller's object raises, it is no value

@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from . import dtypes as _dtypes
-from .errors import InvalidArgumentError as _InvalidArgumentError, described as _described, shown as _shown
-from .python_values import as_host_array as _as_host_array
+from .conversion import host_array as _host_array
+from .errors import InvalidArgumentError as _InvalidArgumentError
 from .tape import GradientTape as _GradientTape
 from .tf2_array import TF2TensorArray as TensorArray
 
@@ -55,12 +55,7 @@ def constant(value: Any, dtype: Any = None) -> np.ndarray:
     if hasattr(value, "dtype") and dtype is None:
         return np.asarray(value)
     if dtype is None:
-        try:
-            host = _as_host_array(value)
-        except Exception as error:       # ragged lists, str beside bytes NumPy cannot decode
-            raise _InvalidArgumentError(f"Cannot convert value {_shown(value)} to a tensor: "
-                                        f"{_described(error)}") from None
-        dtype = _dtypes.python_value_dtype(host, value)
+        dtype = _dtypes.python_value_dtype(_host_array(value), value)
     return _dtypes.python_value_as(value, _dtypes.as_dtype(dtype))
 
 

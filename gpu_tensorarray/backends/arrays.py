@@ -1,12 +1,13 @@
-"""Recognising a CuPy array, and CuPy's out-of-memory errors, without importing CuPy.
+"""Recognising a CuPy array, and CuPy's out-of-memory errors, without importing CuPy; a torch
+tensor's lazy bits resolved, without importing torch.
 
-A value can only be a CuPy array when CuPy has been imported already, so the
-check looks in sys.modules: ``import gpu_tensorarray`` never imports CuPy.
+A value can only be a CuPy array (a torch tensor) when CuPy (torch) has been imported already,
+so the checks look in sys.modules: ``import gpu_tensorarray`` imports neither.
 """
 
 import sys
 
-__all__ = ["is_cupy_array", "is_cuda_out_of_memory", "cupy_to_host"]
+__all__ = ["is_cupy_array", "is_cuda_out_of_memory", "cupy_to_host", "torch_bits_resolved"]
 
 
 def is_cupy_array(value):
@@ -38,3 +39,16 @@ def cupy_to_host(array):
             raise MemoryError(f"OOM when copying a value of {array.nbytes} bytes from cuda:{array.device.id} to the "
                               f"host: {error}") from None
         raise
+
+
+def torch_bits_resolved(value):
+    """A torch tensor with its lazy conjugate or negative bit set (``z.conj()``, ``z.conj().imag``),
+    as its values: DLPack carries neither bit; torch refuses to export the one and exports the
+    other's memory as it is (the values' negatives)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        if value.is_conj():
+            value = value.resolve_conj()
+        if value.is_neg():
+            value = value.resolve_neg()
+    return value

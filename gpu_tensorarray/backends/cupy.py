@@ -15,13 +15,13 @@ import numpy as np
 
 from .. import dtypes
 from . import kernel_sources
-from .arrays import is_cuda_out_of_memory
+from .arrays import is_cuda_out_of_memory, torch_bits_resolved
 from ..errors import AbortedError, ResourceExhaustedError, UnavailableError
 from .base import Backend, cupy_values
 from .device_guard import DeviceScope
 from .kernel_rows import KernelRows
 from .launch import CompiledKernels
-from .numpy import torch_bfloat16_on_host, torch_bits_resolved
+from .numpy import torch_bfloat16_on_host
 
 __all__ = ["CupyBackend", "NVRTC_OPTIONS", "INSTALL_COMPILER"]
 

@@ -8,11 +8,11 @@ import numpy as np
 
 from .. import dtypes
 from ..host import element_count
-from .arrays import is_cupy_array
+from .arrays import is_cupy_array, torch_bits_resolved
 from .base import Backend, cupy_values, host_memory_limit
 from .scatter_add import prepare_add_rows_sequential
 
-__all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host", "torch_bits_resolved"]
+__all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host"]
 
 
 class ReadOnlyArray(np.ndarray):
@@ -124,19 +124,6 @@ def _host_copy(value):
         return None
     bfloat16 = torch_bfloat16_on_host(value)
     return np.asarray(value.cpu()) if bfloat16 is None else bfloat16
-
-
-def torch_bits_resolved(value):
-    """A torch tensor with its lazy conjugate or negative bit set (``z.conj()``, ``z.conj().imag``),
-    as its values: DLPack carries neither bit; torch refuses to export the one and exports the
-    other's memory as it is (the values' negatives)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        if value.is_conj():
-            value = value.resolve_conj()
-        if value.is_neg():
-            value = value.resolve_neg()
-    return value
 
 
 def torch_bfloat16_on_host(value):

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .. import dtypes
+from ..backends.arrays import torch_bits_resolved
 from ..errors import InvalidArgumentError, UnimplementedError, about
 
 __all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "cuda_scope", "host_value",
@@ -116,11 +117,7 @@ def to_backend(value, backend, owner=None):
                                        f"dtypes: {_supported_torch_names()}{about(owner)}")
         dtype = _bfloat16(owner)
     try:
-        value = value.detach()
-        if value.is_conj():
-            value = value.resolve_conj()
-        if value.is_neg():
-            value = value.resolve_neg()
+        value = torch_bits_resolved(value.detach())
         bits = value.dtype is torch.bfloat16
         if bits:
             value = value.view(torch.int16)

@@ -594,7 +594,7 @@ def test_unstack_and_split_that_fail_leave_the_contents(backend, monkeypatch, op
 
 
 @pytest.mark.parametrize("value, text", [
-    ([[1, 2], [3]], "Cannot convert value [[1, 2], [3]] to a tensor: ValueError"),
+    ([[1, 2], [3]], "Cannot convert a value of type list to a tensor: ValueError"),
     ([True, 2.0], "Cannot convert value [True, 2.0] to a tensor: it mixes bools and numbers"),
     ([0, 2**63], "Cannot convert [0, 9223372036854775808] to a tensor: 9223372036854775808 does not fit in int64"),
 ], ids=["ragged", "bool-and-float", "past-int64"])
