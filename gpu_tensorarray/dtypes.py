@@ -75,6 +75,19 @@ _ALIASES = {
     "cfloat": "complex64", "cdouble": "complex128",
 }
 _PYTHON_TYPES = {float: "float32", int: "int32", complex: "complex128", bool: "bool"}
+# TensorFlow's DataType enum (tensorflow/core/framework/types.proto), which tf.as_dtype takes
+# by dict lookup: any value equal to a number with its hash (1, np.int8(1), 1.0, True) names it.
+_DATATYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string",
+              8: "complex64", 9: "int64", 10: "bool", 14: BFLOAT16, 17: "uint16", 18: "complex128",
+              19: "float16", 22: "uint32", 23: "uint64"}
+# Those TensorFlow has and no TensorArray here holds, by TensorFlow's names; and every reference
+# type (number + 100), which TensorArrayV3's dtype attribute refuses.
+_TENSORFLOW_ONLY = {11: "qint8", 12: "quint8", 13: "qint32", 15: "qint16", 16: "quint16", 20: "resource",
+                    21: "variant", 24: "float8_e5m2", 25: "float8_e4m3fn", 26: "float8_e4m3fnuz",
+                    27: "float8_e4m3b11fnuz", 28: "float8_e5m2fnuz", 29: "int4", 30: "uint4", 31: "int2", 32: "uint2",
+                    33: "float4_e2m1fn"}
+_TENSORFLOW_ONLY.update({100 + number: f"{name}_ref" for number, name in (_DATATYPES | _TENSORFLOW_ONLY).items()})
+_DATATYPES.update(_TENSORFLOW_ONLY)
 CACHE: dict = {}     # spec -> dtype, for specs of the types in _CACHEABLE
 
 
@@ -100,6 +113,11 @@ def _resolve(spec, owner):
         raise InvalidArgumentError(f"dtype is required; supported: {_supported_names()}{about(owner)}")
     try:
         numpy_spec = _numpy_spec(spec)
+        if type(numpy_spec) is str and numpy_spec in _TENSORFLOW_ONLY_NAMES:
+            raise InvalidArgumentError(
+                f"Unsupported dtype {shown(spec)} (TensorFlow's {numpy_spec}"
+                f"{', a reference type' if numpy_spec.endswith('_ref') else ''}); supported: "
+                f"{_supported_names()}{about(owner)}")
         if type(numpy_spec) is str and numpy_spec in (BFLOAT16, "string"):
             return bfloat16(owner) if numpy_spec == BFLOAT16 else STRING
         dtype = np.dtype(numpy_spec)
@@ -129,6 +147,7 @@ def _names_strings(numpy_spec):
 
 
 _NAMES_ANY_CASE = NAMES | frozenset(_ALIASES) | {"string"}
+_TENSORFLOW_ONLY_NAMES = frozenset(_TENSORFLOW_ONLY.values())
 
 
 def _numpy_spec(spec):
@@ -141,6 +160,13 @@ def _numpy_spec(spec):
         return str.__str__(spec)
     if isinstance(spec, type) and spec in _PYTHON_TYPES:
         return _PYTHON_TYPES[spec]
+    if not isinstance(spec, (type, np.dtype)):
+        try:
+            name = _DATATYPES.get(spec)
+        except Exception:       # unhashable, or a hostile __hash__/__eq__: no DataType
+            name = None
+        if name is not None:
+            return name
     if hasattr(spec, "as_numpy_dtype"):
         return spec.as_numpy_dtype
     if type(spec).__module__ == "torch" and type(spec).__name__ == "dtype":

@@ -189,6 +189,27 @@ def test_hostile_dtype_names(backend, bad):
         concat(handle, bad)
 
 
+# TensorFlow's DataType numbers (tensorflow/core/framework/types.proto), which tf.as_dtype looks up
+# in a dict: any value equal to the number, with its hash, names that dtype (tests/tf_parity checks
+# every number against TensorFlow itself).
+@pytest.mark.parametrize("spec, expected", [(1, "float32"), (np.int8(1), "float32"), (1.0, "float32"),
+                                            (True, "float32"), (3, "int32"), (np.int64(9), "int64"),
+                                            (19, "float16"), (23, "uint64"), (np.float64(2.5), "float64")],
+                         ids=["1", "np.int8(1)", "1.0", "True", "3", "np.int64(9)", "19", "23", "np.float64(2.5)"])
+def test_tensorflow_datatype_numbers(backend, spec, expected):
+    handle, flow = new(2, spec, element_shape=[])
+    write(handle, 0, np.ones((), expected), flow)
+    assert_same(read(handle, 0, spec), np.ones((), expected))
+    assert_same(gather(handle, [0], spec), np.ones(1, expected))
+
+
+@pytest.mark.parametrize("spec, name", [(11, "qint8"), (20, "resource"), (21, "variant"), (101, "float32_ref"),
+                                        (107, "string_ref"), ("quint16", "quint16")])
+def test_tensorflow_datatypes_no_array_holds(backend, spec, name):
+    with pytest.raises(errors.InvalidArgumentError, match=rf"^Unsupported dtype {spec!r} \(TensorFlow's {name}"):
+        new(1, spec)
+
+
 @pytest.mark.parametrize("bad", [[-1], [2, -3], [1.5], ["a"], "abc", True, [None, -2], [object()], [2**70]],
                          ids=["-1", "2,-3", "float", "str-dim", "str", "bool", "None,-2", "object", "huge"])
 def test_hostile_element_shapes(backend, bad):

@@ -831,3 +831,25 @@ def test_gradient_arrays_add_subnormals_as_tensorflow(backend, dtype):
     assert (unflushed.tobytes() == expected.tobytes()) == (dtype == np.float16)   # the data meets the flush
     actual = gta.to_numpy(run(ro))
     assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize("spec", list(range(0, 40)) + list(range(100, 140)) + [np.int8(1), np.uint8(3), np.float32(1.0),
+                                                                              np.float64(2.5), True, np.True_, 1 + 0j],
+                         ids=repr)
+def test_dtype_numbers_against_tensorflow(spec):
+    """TensorFlow's DataType numbers name the dtypes tf.as_dtype gives them; one no array here holds
+    (quantized, float8, resource, a reference type) or no DataType at all is InvalidArgumentError."""
+    _library()
+    from gpu_tensorarray import dtypes
+    from gpu_tensorarray.errors import InvalidArgumentError
+    try:
+        theirs = tf.as_dtype(spec)
+    except TypeError:
+        theirs = None
+    holdable = theirs is not None and not theirs._is_ref_dtype and theirs.name in dtypes.NAMES | {"string"}
+    if not holdable:
+        with pytest.raises(InvalidArgumentError, match="^Unsupported dtype" if theirs is not None else "^Unknown dtype"):
+            dtypes.as_dtype(spec)
+        return
+    ours = dtypes.as_dtype(spec)
+    assert ours == theirs.as_numpy_dtype or (theirs.name == "string" and ours == dtypes.STRING), (ours, theirs)
