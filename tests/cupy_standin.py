@@ -1427,8 +1427,13 @@ def from_dlpack(x, *, device=None, copy=None):
     device_type, device_id = x.__dlpack_device__()
     if device is not None:
         raise NotImplementedError("from_dlpack() does not support device yet.")
-    if device_type == 2:                         # kDLCUDA
-        capsule = x.__dlpack__(stream=get_current_stream().ptr or 1, max_version=(1, 0), copy=copy)
+    if device_type == 2:                         # kDLCUDA: the producer's device's current stream handed over
+        previous = _current_device()
+        try:
+            _set_device(device_id)
+            capsule = x.__dlpack__(stream=get_current_stream().ptr or 1, max_version=(1, 0), copy=copy)
+        finally:
+            _set_device(previous)
         if not isinstance(capsule, _DeviceCapsule):
             raise TypeError("the stand-in reads only its own CUDA DLPack capsules")
         return capsule.array
@@ -1641,7 +1646,8 @@ def _module(name, **attributes):
 
 
 runtime = _module(
-    "cupy.cuda.runtime", CUDARuntimeError=CUDARuntimeError, errorMemoryAllocation=errorMemoryAllocation,
+    # Not errorMemoryAllocation and the other status codes: CuPy declares them in C only (runtime.pxd).
+    "cupy.cuda.runtime", CUDARuntimeError=CUDARuntimeError,
     getDeviceCount=lambda: DEVICE_COUNT, getDevice=_current_device, setDevice=_set_device,
     memGetInfo=lambda: _pools[_current_device()].free_and_total(),
     deviceSynchronize=lambda: _synchronize_device(_current_device()), is_hip=False,

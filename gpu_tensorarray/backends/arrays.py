@@ -15,13 +15,18 @@ def is_cupy_array(value):
     return cupy is not None and isinstance(value, cupy.ndarray)
 
 
+# CUDA's cudaErrorMemoryAllocation (cudaError_t). CuPy's runtime module names it in C only
+# (runtime.pxd's cdef int): Python sees no cupy.cuda.runtime.errorMemoryAllocation.
+_CUDA_ERROR_MEMORY_ALLOCATION = 2
+
+
 def is_cuda_out_of_memory(error):
     """Whether ``error`` is CUDA's own out-of-memory error as CuPy raises it where no pool
-    stands between (``cupy.cuda.set_allocator(None)``: cudaMalloc's errorMemoryAllocation),
+    stands between (``cupy.cuda.set_allocator(None)``: cudaMalloc's cudaErrorMemoryAllocation),
     which only CuPy's pools turn into OutOfMemoryError."""
     cupy = sys.modules.get("cupy")
     return (cupy is not None and isinstance(error, cupy.cuda.runtime.CUDARuntimeError)
-            and getattr(error, "status", None) == cupy.cuda.runtime.errorMemoryAllocation)
+            and getattr(error, "status", None) == _CUDA_ERROR_MEMORY_ALLOCATION)
 
 
 def cupy_to_host(array):

@@ -5,8 +5,12 @@ device step (device_guard.DeviceScope) and the current-device rule, seen in its 
 Runs where the stand-in is CuPy; on a GPU the real CuPy is in use and this module skips.
 """
 
+import json
+import pathlib
+import subprocess
 import sys
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -27,6 +31,31 @@ def fresh():
     cupy.reset()
     yield
     cupy.reset()
+
+
+# -- CuPy's names ------------------------------------------------------------------------------------
+
+_CUDA_MODULES = ("cupy.cuda", "cupy.cuda.runtime", "cupy.cuda.driver", "cupy.cuda.memory")
+
+
+def test_the_standins_cuda_modules_name_only_what_cupys_own_do():
+    """A name the stand-in gives and CuPy's Python modules lack (one CuPy declares in C only, as
+    runtime.errorMemoryAllocation) would pass here and fail on a GPU. CuPy imports without one:
+    its modules are asked in a process of their own, where no stand-in is installed."""
+    script = ("import json, operator\ntry:\n    import cupy\nexcept ImportError:\n    raise SystemExit(3)\n"
+              f"print(json.dumps({{name: dir(operator.attrgetter(name[5:])(cupy)) for name in {_CUDA_MODULES!r}}}))")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         cwd=pathlib.Path(__file__).resolve().parents[2])
+    if run.returncode == 3:
+        pytest.skip("CuPy is not installed (CI installs it)")
+    assert run.returncode == 0, run.stderr
+    real = json.loads(run.stdout.strip().splitlines()[-1])
+    for name in _CUDA_MODULES:
+        ours = sys.modules[name]
+        extra = [attribute for attribute, value in vars(ours).items()
+                 if not attribute.startswith("_") and not isinstance(value, types.ModuleType)
+                 and attribute not in real[name]]
+        assert extra == [], (name, extra)
 
 
 # -- CuPy's semantics where they differ from NumPy's ----------------------------------------------
@@ -131,7 +160,9 @@ class _Host:
 
 
 def test_the_pool_limit_raises_cupys_out_of_memory_error():
-    cupy.get_default_memory_pool().set_limit(size=1024)
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()      # a cached free block is reused whatever the limit, as in CuPy's pool
+    pool.set_limit(size=1024)
     with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
         cupy.empty((1024,), F32)
     assert isinstance(cupy.cuda.memory.OutOfMemoryError(1, 0), MemoryError)

@@ -116,7 +116,7 @@ def _refused(size):
 def _refused_without_pool(size):
     """The same without CuPy's pool (``cupy.cuda.set_allocator(None)``): cudaMalloc's own error."""
     import cupy
-    raise cupy.cuda.runtime.CUDARuntimeError(cupy.cuda.runtime.errorMemoryAllocation)
+    raise cupy.cuda.runtime.CUDARuntimeError(2)        # cudaErrorMemoryAllocation (CuPy names it in C only)
 
 
 REFUSALS = {"pool": _refused, "no_pool": _refused_without_pool}
