@@ -47,9 +47,18 @@ _recording_lock = threading.Lock()
 _recording: "weakref.WeakSet[GradientTape]" = weakref.WeakSet()      # the tapes recording in any thread
 
 
+# The sources of the gradient computations running now, per forward array: tapes in two threads
+# must not both pick a name before either has made its gradient array (TensorFlow makes its
+# name scopes unique under the graph's lock). An interrupted computation may leave its name
+# taken: later ones pick the next.
+_running_lock = threading.Lock()
+_running_sources: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
+
+
 def _after_fork():
-    global _recording_lock
-    _recording_lock = threading.Lock()      # a thread holding it in the parent does not exist here
+    global _recording_lock, _running_lock
+    # A thread holding one in the parent does not exist here.
+    _recording_lock, _running_lock = threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
@@ -243,13 +252,17 @@ class GradientTape:
         return producer
 
     def _mint_source(self, arrays):
-        """A source name no gradient computation used yet on any of ``arrays``."""
-        while True:
-            source = "gradients" if self._calls == 0 else f"gradients_{self._calls}"
-            self._calls += 1
-            if not any(source in array.grads for array in arrays):
-                self.sources_used.append(source)
-                return source
+        """A source name that no gradient computation on any of ``arrays`` used or uses now,
+        taken for this one until its _Ending."""
+        with _running_lock:
+            while True:
+                source = "gradients" if self._calls == 0 else f"gradients_{self._calls}"
+                self._calls += 1
+                if not any(source in array.grads or source in _running_sources.get(array, ()) for array in arrays):
+                    for array in arrays:
+                        _running_sources.setdefault(array, set()).add(source)
+                    self.sources_used.append(source)
+                    return source
 
     def _backward(self, ops, targets, target_grads, sources, unconnected):
         """One (gradient, its backend) per source, in order: gradient None or zeros where
@@ -332,6 +345,9 @@ class _Ending:
 
     def __call__(self):
         registry.end_gradients(self.ends)
+        with _running_lock:
+            for array, source in self.ends:
+                _running_sources.get(array, set()).discard(source)
         self.ends = ()          # only now: an interrupt before leaves them for __del__ (ending twice is harmless)
 
     def __del__(self):

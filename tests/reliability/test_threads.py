@@ -267,6 +267,37 @@ def test_grad_creation_racing_dynamic_growth_stays_consistent(backend):
         assert_same(values, np.array(written, np.float32))
 
 
+def test_tapes_in_two_threads_never_share_a_gradient_array(backend, monkeypatch):
+    """Each gradient() is a computation of its own (docs/guide.md): two tapes of two threads on one
+    forward array pick their sources at once (both before either makes its gradient array) and
+    must still pick two, or they add into one accumulator and close it under each other."""
+    ta = gta.TensorArray("float64", size=2, clear_after_read=False, element_shape=[3])
+    both_picked = barrier(2)
+    mint = gta.GradientTape._mint_source
+
+    def mint_then_wait(tape, arrays):
+        source = mint(tape, arrays)
+        both_picked.wait()
+        return source
+    monkeypatch.setattr(gta.GradientTape, "_mint_source", mint_then_wait)
+    written = barrier(2)
+    results, sources = [None, None], [None, None]
+
+    def worker(k):
+        x = np.full(3, k + 1.0)
+        with gta.GradientTape() as tape:
+            ta.write(k, x)
+            written.wait()
+            y = ta.stack()
+        results[k] = host(tape.gradient(y, x))
+        sources[k] = tape.sources_used
+
+    run_threads(*each_thread(worker, 2))
+    assert sources[0] != sources[1]
+    for result in results:
+        assert_same(result, np.ones(3))
+
+
 # -- aggregation: concurrent gradient writes sum exactly ----------------------------------------------------------
 @pytest.mark.parametrize("mode", ["deterministic", "atomic"])
 @pytest.mark.parametrize("dtype", ["int64", "int32"])
