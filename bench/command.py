@@ -119,6 +119,11 @@ def run_bench(args):
         backend = get_backend(args.backend)
     except errors.OpError as error:
         raise UsageError(f"--backend {args.backend}: {str(error).splitlines()[0]}") from None
+    if backend.name == "numpy":
+        from gpu_tensorarray.backends import cpu_kernels
+        built, why = cpu_kernels.status()
+        if not built:       # the figures would be the NumPy fallback's, which only the JSON would say
+            print(f"note: {why}; the gradient rows time the NumPy fallback", file=sys.stderr)
     limits = contextlib.nullcontext()
     if args.threads:
         # Before torch or TensorFlow load: OpenMP and MKL read these at start-up.

@@ -36,7 +36,7 @@ class Handle:
         return f"<TensorArray handle {self.name!r}>"
 
     def __reduce__(self):
-        raise TypeError("TensorArray handles refer to live device memory and cannot be pickled")
+        raise TypeError(f"TensorArray {self.name} cannot be pickled: its handle refers to live device memory")
 
     def __copy__(self):
         return self                 # a reference: a copy of it refers to the same array
