@@ -47,6 +47,21 @@ _auto_lock = threading.Lock()
 INSTALL_CUPY = 'pip install "gpu_tensorarray[cuda]"'
 
 
+def _after_fork():
+    """In a forked child: fresh locks, as the thread that held one does not exist here. One
+    that was making the automatic choice may have been importing CuPy, whose module lock no
+    thread here will release, and CUDA does not survive a fork: the child takes numpy."""
+    global _instances_lock, _auto_lock, _auto
+    if _auto is None and _auto_lock.locked():
+        _auto = ("numpy", "the process was forked while another thread made the automatic choice "
+                          "(CUDA does not survive a fork)")
+    _instances_lock, _auto_lock = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
 def _parse(spec):
     """'cpu' | 'numpy' | 'emulated' | 'cupy' | 'cuda' | 'cuda:N' -> (backend name, device index or None)."""
     if isinstance(spec, Backend):

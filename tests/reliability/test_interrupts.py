@@ -356,6 +356,51 @@ def test_asynchronous_exceptions_into_worker_threads(backend):
 
 
 # -- 4. a fork while another thread is inside an op ---------------------------------------------
+def _child_exit_code(pid, limit_s=60):
+    """The forked child's exit status; a child still running after ``limit_s`` hangs: killed, failed."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child hung")
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_during_the_automatic_backend_choice_creates_arrays(monkeypatch):
+    """Another thread was choosing the default backend (trying CuPy, which can take seconds) when
+    the process forked: the child, where that thread does not exist, creates arrays on numpy."""
+    from gpu_tensorarray import backends
+    choosing, release = threading.Event(), threading.Event()
+
+    def slow_choice():
+        choosing.set()
+        release.wait(30)
+        return "numpy", "test"
+    monkeypatch.setattr(backends, "_auto", None)
+    monkeypatch.setattr(backends, "_choose_automatically", slow_choice)
+    monkeypatch.delenv(backends.BACKEND_ENV, raising=False)
+    thread = threading.Thread(target=backends.default_backend, daemon=True)
+    thread.start()
+    assert choosing.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        code = 10
+        try:
+            handle, _ = new(2, "float32")
+            write(handle, 0, f32([5]))
+            code = 0 if handle.array.backend.name == "numpy" else 11
+        finally:
+            os._exit(code)
+    release.set()
+    thread.join(10)
+    assert _child_exit_code(pid) == 0
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_while_a_thread_holds_locks_finishes(backend):
     busy, _ = new(3, "float32", element_shape=[2])
@@ -404,17 +449,8 @@ def test_a_child_forked_while_a_thread_holds_locks_finishes(backend):
             os._exit(code)
     release.set()
     thread.join(10)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("the forked child hung")
-        time.sleep(0.02)
-    assert os.waitstatus_to_exitcode(status) == 0, f"the child failed at step {os.waitstatus_to_exitcode(status)}"
+    code = _child_exit_code(pid)
+    assert code == 0, f"the child failed at step {code}"
     write(busy, 0, f32([1, 2]))                     # the parent's arrays are as they were
 
 
