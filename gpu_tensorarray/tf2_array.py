@@ -20,6 +20,9 @@ view, as in the V3 class.
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
 
 from . import dtypes, messages, modes, raw_ops, tf2_lists
@@ -41,9 +44,10 @@ class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
     __slots__ = ("handle", "array", "flow", "phys", "length", "next_phys", "in_order", "element_shape", "list_shape",
-                 "slot_shapes", "odd_shapes", "zero_slots", "version")
+                 "slot_shapes", "odd_shapes", "zero_slots", "version", "lock")
 
     def __init__(self, dtype, element_shape, length):
+        self.lock = threading.RLock()           # every op's (_exclusive)
         self.element_shape = element_shape      # Python-side: given, merged with writes (infer_shape)
         self.list_shape = element_shape         # the TensorList's own: given, then unstack's or split's
         self.version = 0
@@ -96,6 +100,17 @@ def fresh_storage(dtype, length, method):
     handle, flow = raw_ops.TensorArrayV3(length, dtype, dynamic_size=True, clear_after_read=False,
                                          tensor_array_name="TensorArrayV2")
     return handle, flow, phys
+
+
+def _exclusive(op):
+    """``op`` under its contents' lock. Even a read may change them (a zeros slot made, the
+    values moved to a fresh storage), and TensorArrays of one contents (identity()) may be read
+    from several threads: none may see another's change half made."""
+    @functools.wraps(op)
+    def locked(self, *args, **kwargs):
+        with self._contents.lock:
+            return op(self, *args, **kwargs)
+    return locked
 
 
 class TF2TensorArray(TensorArray):
@@ -297,6 +312,7 @@ class TF2TensorArray(TensorArray):
         contents.install(handle, flow, phys, contents.length, len(values), in_order, contents.slot_shapes)
 
     # -- ops -----------------------------------------------------------------------------------
+    @_exclusive
     def identity(self) -> TF2TensorArray:
         """Another TensorArray of the same contents (both stay usable until one changes them)."""
         return self._next(self._current(), bump=False)
@@ -306,6 +322,7 @@ class TF2TensorArray(TensorArray):
         raise UnimplementedError("TensorArray.grad is not supported in mode 'tf2' (TensorFlow 2 has no gradient "
                                  "TensorArrays: use gpu_tensorarray.GradientTape)")
 
+    @_exclusive
     def write(self, index: IntLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """``value`` into slot ``index`` (replacing what it held); a dynamic array grows
         to ``index + 1``. Returns the TensorArray to go on with."""
@@ -335,6 +352,7 @@ class TF2TensorArray(TensorArray):
             self._note_shape(contents, shape)
         return self._next(contents)
 
+    @_exclusive
     def read(self, index: IntLike, name: str | None = None) -> Tensor:
         """The element at ``index`` (zeros for an unwritten slot of known shape)."""
         contents = self._current()
@@ -347,6 +365,7 @@ class TF2TensorArray(TensorArray):
             slot = self._zero_slot(contents, self._zero_shape(contents, "read"), "read")
         return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
 
+    @_exclusive
     def gather(self, indices: IntsLike, name: str | None = None) -> Tensor:
         """The elements at ``indices``, stacked along a new first axis."""
         contents = self._current()
@@ -373,6 +392,7 @@ class TF2TensorArray(TensorArray):
             shapes = {contents.slot_shapes[index] for index in list(indices)} - {None}
             tf2_lists.check_rows(self._merged(contents, method), shapes, method)
 
+    @_exclusive
     def stack(self, name: str | None = None) -> Tensor:
         """Every element stacked along a new first axis (a view while the slots were
         written once each, in order)."""
@@ -385,6 +405,7 @@ class TF2TensorArray(TensorArray):
             return raw_ops.TensorArrayGatherV3(contents.handle, range(length), contents.flow, self._dtype)
         return self._rows(contents, np.arange(length), "stack")
 
+    @_exclusive
     def concat(self, name: str | None = None) -> Tensor:
         """Every element joined along its first axis."""
         contents = self._current()
@@ -406,6 +427,7 @@ class TF2TensorArray(TensorArray):
         value, _ = raw_ops.TensorArrayConcatV3(handle, 0.0, self._dtype)
         return value
 
+    @_exclusive
     def unstack(self, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """The rows of ``value`` become the contents (a fixed size must equal their number)."""
         contents = self._current()
@@ -428,6 +450,7 @@ class TF2TensorArray(TensorArray):
         phys[:count] = np.arange(count)
         return handle, flow, phys
 
+    @_exclusive
     def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """Row k of ``value`` into slot ``indices[k]`` (replacing; a repeated index: the last row)."""
         contents = self._current()
@@ -456,6 +479,7 @@ class TF2TensorArray(TensorArray):
             self._note_shape(contents, row_shape)
         return self._next(contents)
 
+    @_exclusive
     def split(self, value: TensorLike, lengths: IntsLike, name: str | None = None) -> TF2TensorArray:
         """The pieces of ``value`` (``lengths`` rows each, along its first axis) become the contents."""
         contents = self._current()
@@ -474,6 +498,7 @@ class TF2TensorArray(TensorArray):
         contents.install(handle, flow, phys, count, count, True, shapes, (element_shape, element_shape, odd))
         return self._next(contents)
 
+    @_exclusive
     def size(self, name: str | None = None) -> Tensor:
         """The number of elements, an int32 scalar."""
         contents = self._current()

@@ -498,6 +498,40 @@ def test_close_racing_writes_and_reads(backend):
         assert stats_delta(before) == (-1, 0)       # closed: no longer live, its bytes released
 
 
+@pytest.mark.parametrize("setup", ["overwritten", "size-locked"])
+def test_concurrent_reads_of_a_tf2_array_each_get_their_slot(backend, setup):
+    """Reads change nothing a user sees, so no interleaving of them may fail or swap values. But
+    a mode "tf2" read of an unwritten slot makes a zeros slot, first moving the values to a fresh
+    storage where overwrites filled it or a gradient locked its size: a read racing the move
+    must not take one storage's slot in the other."""
+    expected = {0: [1.0, 2.0], 1: [3.0, 6.0]}
+    sys.setswitchinterval(1e-6)
+    for _ in range(100):
+        x0, x1 = np.array(expected[0]), np.array(expected[1])
+        if setup == "overwritten":
+            ta = gta.TensorArray("float64", size=6, element_shape=[2], mode="tf2")
+            for _ in range(14):
+                ta = ta.write(1, np.full(2, -1.0)).write(0, np.full(2, -1.0))
+            ta = ta.write(1, x1).write(0, x0)        # the next slot made moves the values
+        else:
+            with gta.GradientTape() as tape:
+                ta = gta.TensorArray("float64", size=6, element_shape=[2], mode="tf2")
+                ta = ta.write(1, x1).write(0, x0)    # logical 0 in physical 1
+                y = ta.read(0)
+            tape.gradient(y, x0)                     # TensorArrayGradV3 locks the storage's size
+        start = barrier(3)
+        reads = []
+
+        def reader(k):
+            start.wait()
+            for index in ((2, 0, 1, 3), (0, 1, 4, 0), (1, 5, 0, 1))[k]:
+                reads.append((index, host(ta.read(index)).tolist()))
+
+        run_threads(*each_thread(reader, 3))
+        for index, value in reads:
+            assert value == expected.get(index, [0.0, 0.0]), (index, value)
+
+
 # -- the registry under concurrent creation, closing and garbage collection ---------------------------------------
 def test_concurrent_creation_gives_unique_names_and_stats_stay_consistent(backend):
     before = baseline()
