@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from . import dtypes, messages, modes, raw_ops, tf2_lists
-from .conversion import truth
+from .conversion import to_tensor, truth
 from .errors import InvalidArgumentError, UnimplementedError
 from .host import INT32_MAX, INT32_MIN, host_ints, scalar_int
 from .shapes import as_partial_shape, is_fully_defined, merge
@@ -194,9 +194,12 @@ class TF2TensorArray(TensorArray):
         under TF1 rules (a tape knows a source by identity; the op converts it, as TensorFlow
         converts a value in the other byte order); other values are converted here, so the
         checks can read them."""
-        if dtypes.attribute_of(value, "dtype") is None and dtypes.attribute_of(value, "__dlpack__") is None:
-            value = tf2_lists.converted(method, dtypes.python_value_as, value, self._dtype)
         backend = contents.array.backend
+        if dtypes.attribute_of(value, "dtype") is None and dtypes.attribute_of(value, "__dlpack__") is None:
+            if self._dtype is dtypes.STRING:    # read as strings first, TensorFlow's preferred dtype: [] too
+                value = tf2_lists.converted(method, to_tensor, backend, value, self._dtype, contents.handle)
+            else:
+                value = tf2_lists.converted(method, dtypes.python_value_as, value, self._dtype)
         if type(value) is not backend.array_type and not _numpy_as_is(value):
             try:
                 converted = backend.asarray(value)

@@ -248,6 +248,18 @@ def test_unstack_and_split_replace_the_contents(backend):
     assert int(ta.size()) == 2 and gta.to_numpy(ta.read(1)).tolist() == [2.0, 3.0]
 
 
+@pytest.mark.parametrize("op, expected_shape", [
+    (lambda ta: ta.write(0, []).read(0), (0,)), (lambda ta: ta.write(0, [[]]).read(0), (1, 0)),
+    (lambda ta: ta.unstack([[], []]).stack(), (2, 0)), (lambda ta: ta.split([], [0, 0]).concat(), (0,)),
+    (lambda ta: ta.scatter([1], [[]]).read(1), (0,))], ids=["write", "write-nested", "unstack", "split", "scatter"])
+def test_a_string_array_reads_python_lists_as_strings_empty_ones_too(backend, op, expected_shape):
+    """TensorFlow converts a Python value with the array's dtype preferred: [] is an empty
+    string tensor for a string array, as tf.constant([], tf.string) is."""
+    ta = gta.TensorArray("string", size=2, infer_shape=False, mode="tf2")
+    value = op(ta)
+    assert value.dtype == object and value.shape == expected_shape
+
+
 @pytest.mark.parametrize("op", ["unstack", "split", "scatter", "write"])
 def test_a_failed_string_op_changes_nothing(backend, op):
     """unstack and split replace the contents: a value they cannot convert fails before that."""
