@@ -11,7 +11,7 @@ documentation to run unchanged:
   ``int16``, ``int32``, ``int64``, ``uint8``, ``uint16``, ``uint32``, ``uint64``,
   ``complex64``, ``complex128``;
 * ``constant``: Python values typed as tf.constant types them (floats to float32,
-  ints to int32), as NumPy arrays;
+  ints to int32, strings to bytes), as NumPy arrays;
 * ``range``: tf.range, as a NumPy array (int32 for ints, float32 for floats);
 * ``Variable``: a mutable value with ``assign``, ``assign_add``, ``assign_sub``,
   ``read_value`` and ``numpy``, which every op reads as an array;
@@ -34,6 +34,7 @@ import numpy as np
 from . import dtypes as _dtypes
 from .conversion import host_array as _host_array
 from .errors import InvalidArgumentError as _InvalidArgumentError
+from .strings import as_strings as _as_strings, is_string_like as _is_string_like
 from .tape import GradientTape as _GradientTape
 from .tf2_array import TF2TensorArray as TensorArray
 
@@ -51,25 +52,48 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def constant(value: Any, dtype: Any = None) -> np.ndarray:
-    """A NumPy array of ``value``, typed as tf.constant types it."""
+    """A NumPy array of ``value``, typed as tf.constant types it (strings: an object array of bytes)."""
     if hasattr(value, "dtype") and dtype is None:
         return np.asarray(value)
     if dtype is None:
-        dtype = _dtypes.python_value_dtype(_host_array(value), value)
-    return _dtypes.python_value_as(value, _dtypes.as_dtype(dtype))
+        host = _host_array(value)
+        strings = host.dtype.kind in "SU" or _is_string_like(value)     # NumPy's str for str beside bytes
+        dtype = "string" if strings else _dtypes.python_value_dtype(host, value)
+    dtype = _dtypes.as_dtype(dtype)
+    if dtype is _dtypes.STRING:
+        return _as_strings(value)
+    return _dtypes.python_value_as(value, dtype)
+
+
+# tf.range's dtype, when none is given: the highest of its arguments' in this order.
+_RANGE_DTYPES = (int32, int64, float32, float64)
 
 
 def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> np.ndarray:  # noqa: A001
-    """tf.range: ``start, start + delta, ...`` below ``limit`` (``range(n)``: 0 .. n-1),
-    int32 when every argument is an integer, else float32, unless ``dtype`` is given."""
+    """tf.range: ``start, start + delta, ...`` up to ``limit`` (``range(n)``: 0 .. n-1). Its
+    arguments typed as tf.constant types them (ints int32, or int64 past it; floats float32), the
+    highest of them the result's dtype, unless ``dtype`` is given (then they convert to it)."""
     if limit is None:
         start, limit = 0, start
-    bounds = [np.asarray(start), np.asarray(limit), np.asarray(delta)]
     if dtype is None:
-        dtype = int32 if all(bound.dtype.kind in "iu" for bound in bounds) else float32
-    if int(np.sign(bounds[2])) == 0:
+        bounds = [constant(bound) for bound in (start, limit, delta)]
+        ranks = [_RANGE_DTYPES.index(bound.dtype) if bound.dtype in _RANGE_DTYPES else -1 for bound in bounds]
+        if min(ranks) < 0:
+            raise _InvalidArgumentError(f"tf.range takes ints and floats, got {[bound.dtype.name for bound in bounds]}")
+        dtype = _RANGE_DTYPES[max(ranks)]
+    else:
+        dtype = _dtypes.as_dtype(dtype)
+        bounds = [constant(bound, dtype) for bound in (start, limit, delta)]
+    if any(bound.ndim for bound in bounds):
+        raise _InvalidArgumentError(f"tf.range takes scalars, got shapes {[list(bound.shape) for bound in bounds]}")
+    start, limit, delta = (bound.item() for bound in bounds)
+    if delta == 0:
         raise _InvalidArgumentError("Requires delta != 0: 0")
-    return np.arange(start, limit, delta, dtype=_dtypes.as_dtype(dtype))
+    if delta > 0 and start > limit:
+        raise _InvalidArgumentError(f"Requires start <= limit when delta > 0: {start}/{limit}")
+    if delta < 0 and start < limit:
+        raise _InvalidArgumentError(f"Requires start >= limit when delta < 0: {start}/{limit}")
+    return np.arange(start, limit, delta, dtype=dtype)
 
 
 class Variable:
@@ -104,7 +128,8 @@ class Variable:
         return self
 
     def _same(self, value: Any, combine: Callable[[np.ndarray, np.ndarray], Any]) -> np.ndarray:
-        new = np.asarray(combine(self._value, np.asarray(value)))
+        # Converted as tf.Variable converts it, to its dtype: 2.5 for an int32 variable is refused, not truncated.
+        new = np.asarray(combine(self._value, constant(value, self._value.dtype)))
         if new.shape != self._value.shape:
             raise _InvalidArgumentError(f"Cannot assign a value of shape {list(new.shape)} to a variable of shape "
                                        f"{list(self._value.shape)}")

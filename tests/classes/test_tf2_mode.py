@@ -614,3 +614,52 @@ def test_constant_refuses_what_tensorflow_refuses_with_the_librarys_error(value,
     with pytest.raises(errors.InvalidArgumentError, match="^" + re.escape(text)):
         tf.constant(value)
     assert tf.constant([np.int64(1), np.uint64(2)]).dtype == np.int32     # integers, where NumPy makes floats
+
+
+@pytest.mark.parametrize("value, dtype, expected", [
+    ("a", None, b"a"), (["a", b"b"], None, [b"a", b"b"]), ([], "string", []), ([[b"x"], ["y"]], None, [[b"x"], [b"y"]])],
+    ids=["str", "str-and-bytes", "empty", "nested"])
+def test_constant_makes_strings_as_tensorflow_does(value, dtype, expected):
+    """tf.constant makes a string tensor of str and bytes (str encoded as UTF-8)."""
+    made = tf.constant(value, dtype)
+    assert made.dtype == object and np.array(made, object).reshape(-1).tolist() == np.array(expected, object).reshape(-1).tolist()
+    assert made.shape == np.array(expected, object).shape
+
+
+@pytest.mark.parametrize("value, dtype", [(1, "string"), (2.5, "int32"), ([1.5], "int64")])
+def test_constant_refuses_a_value_its_dtype_cannot_hold(value, dtype):
+    with pytest.raises(errors.InvalidArgumentError, match="^Cannot convert"):
+        tf.constant(value, dtype)
+
+
+@pytest.mark.parametrize("args, dtype, expected, expected_dtype", [
+    ((5,), None, list(range(5)), "int32"), ((5, 1, -2), None, [5, 3], "int32"), ((2, 2), None, [], "int32"),
+    ((0, 1, 0.25), None, [0.0, 0.25, 0.5, 0.75], "float32"), ((2**31, 2**31 + 2), None, [2**31, 2**31 + 1], "int64"),
+    ((np.float64(2.5),), None, [0.0, 1.0, 2.0], "float64"), ((3,), "float32", [0.0, 1.0, 2.0], "float32")])
+def test_range_counts_and_types_as_tf_range(args, dtype, expected, expected_dtype):
+    """The values: Python's range, or its float steps. The dtype, unless given: the highest of the
+    arguments' (each typed as tf.constant types it: int32, int64 past it, float32 for a float) in
+    tf.range's order, int32, int64, float32, float64."""
+    made = tf.range(*args, dtype=dtype)
+    assert made.dtype == np.dtype(expected_dtype) and made.tolist() == expected
+
+
+@pytest.mark.parametrize("args, dtype, text", [
+    ((-3,), None, "Requires start <= limit when delta > 0: 0/-3"),
+    ((1, 2, -1), None, "Requires start >= limit when delta < 0: 1/2"),
+    ((0, 1, 0), None, "Requires delta != 0: 0"),
+    ((2.0,), "int32", "Cannot convert value 2.0")])
+def test_range_refuses_what_tf_range_refuses(args, dtype, text):
+    with pytest.raises(errors.InvalidArgumentError, match="^" + re.escape(text)):
+        tf.range(*args, dtype=dtype)
+
+
+@pytest.mark.parametrize("initial, op, value", [(1, "assign", 2.7), (1, "assign_add", 2.5), (1, "assign_sub", 0.5),
+                                                (1.0, "assign", "a")])
+def test_variable_refuses_a_value_its_dtype_cannot_hold(initial, op, value):
+    """tf.Variable converts to its dtype: TypeError for 2.5 into int32, where a cast would truncate silently."""
+    v = tf.Variable(initial)
+    with pytest.raises(errors.InvalidArgumentError):
+        getattr(v, op)(value)
+    assert v.numpy() == initial
+    assert getattr(v, op)(2).numpy() == {"assign": 2, "assign_add": initial + 2, "assign_sub": initial - 2}[op]
