@@ -145,10 +145,11 @@ def concat_zeros_shape(element_shape, list_shape, slot_shapes):
             rest = merge(rest, shape[1:])
     except InvalidArgumentError as failure:
         raise messages.tf2_error(failure.message, "concat") from None
-    if len(leading) != 1:
-        raise messages.list_concat_no_leading(list(slot_shapes).index(None))
+    # TensorListConcat's order: the shape past dimension 0 (known unless every slot is unwritten) first.
     if not is_fully_defined(rest):
         raise messages.list_concat_rest_unknown(rest)
+    if len(leading) != 1:
+        raise messages.list_concat_no_leading(list(slot_shapes).index(None))
     return (leading.pop(),) + rest
 
 

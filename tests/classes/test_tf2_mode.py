@@ -663,3 +663,19 @@ def test_variable_refuses_a_value_its_dtype_cannot_hold(initial, op, value):
         getattr(v, op)(value)
     assert v.numpy() == initial
     assert getattr(v, op)(2).numpy() == {"assign": 2, "assign_add": initial + 2, "assign_sub": initial - 2}[op]
+
+
+@pytest.mark.parametrize("attributes, text", [
+    (dict(size=1), "Trying to concat list with only uninitialized tensors but element_shape_except_first_dim is "
+                   "not fully defined: <unknown>"),
+    (dict(size=2, element_shape=[None, None]), "Trying to concat list with only uninitialized tensors but "
+                                               "element_shape_except_first_dim is not fully defined: [?]"),
+    (dict(size=2, dynamic_size=True), "Trying to concat list with only uninitialized tensors but "
+                                      "element_shape_except_first_dim is not fully defined: <unknown>"),
+    (dict(size=2, element_shape=[None, 3]), "List contains uninitialized tensor at index 0 but leading_dims has "
+                                            "only 0 elements.")], ids=["size-1", "rank-2", "dynamic", "rest-known"])
+def test_concat_of_only_unwritten_slots_says_what_tensorflow_says(backend, attributes, text):
+    """TensorListConcat (list_kernels.h) asks for the shape past the first dimension first: with
+    every slot unwritten and that shape unknown, that is the error, before the leading dimensions."""
+    with pytest.raises(errors.InvalidArgumentError, match="^" + re.escape(text)):
+        gta.TensorArray("float32", mode="tf2", **attributes).concat()
