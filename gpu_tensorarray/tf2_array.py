@@ -53,6 +53,7 @@ class _Contents:
         self.version = 0
         self.slot_shapes = []                   # per logical slot: its value's shape, None if unwritten
         self.odd_shapes = False                 # some value's shape differs from the element shape
+        tf2_lists.check_tables(length, "__init__")
         try:
             slot_shapes = [None] * length
         except MemoryError as error:
@@ -74,6 +75,8 @@ class _Contents:
     def reserve(self, length, method):
         """Room in the tables for ``length`` logical slots (their length stays): an op grows
         them before it changes anything, so a huge index fails as ResourceExhaustedError."""
+        if length > len(self.phys):
+            tf2_lists.check_tables(length, method)
         try:
             if length > len(self.phys):
                 grown = np.full(max(length, 2 * len(self.phys)), _UNSET, np.int64)

@@ -5,6 +5,7 @@ their errors (built by messages).
 """
 
 from . import messages
+from .backends.base import host_memory_limit
 from .errors import InvalidArgumentError
 from .host import scalar_int
 from .shapes import except_first, is_compatible, is_fully_defined, merge
@@ -34,6 +35,19 @@ def converted(method, convert, *args):
         return convert(*args)
     except InvalidArgumentError as failure:
         raise messages.tf2_error(failure.message, method) from None
+
+
+# What one slot takes in a list's tables, at most: its physical slot and its shape.
+_TABLE_BYTES = 16
+
+
+def check_tables(length, method):
+    """ResourceExhaustedError for tables of ``length`` slots that host memory cannot hold: asking
+    for them may succeed (the kernel overcommits), and filling them get the process killed."""
+    limit = host_memory_limit()
+    if length * _TABLE_BYTES > limit:
+        raise messages.list_out_of_memory(method, length, MemoryError(
+            f"{length * _TABLE_BYTES} bytes of tables, more than the host's {limit}"))
 
 
 def index(value, method):

@@ -96,6 +96,8 @@ def _grow(phys, length, method):
     """``phys`` grown with unwritten logical slots to ``length`` (an op does this first, and
     cuts it back should the op fail); a huge size or index that finds no host memory for them
     is ResourceExhaustedError, as the storage's own allocations are, and changes nothing."""
+    if length > len(phys):
+        tf2_lists.check_tables(length, method)
     try:
         phys.extend(itertools.repeat(None, length - len(phys)))
     except MemoryError as error:

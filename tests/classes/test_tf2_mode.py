@@ -679,3 +679,28 @@ def test_concat_of_only_unwritten_slots_says_what_tensorflow_says(backend, attri
     every slot unwritten and that shape unknown, that is the error, before the leading dimensions."""
     with pytest.raises(errors.InvalidArgumentError, match="^" + re.escape(text)):
         gta.TensorArray("float32", mode="tf2", **attributes).concat()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: gta.TensorArray("float32", size=100_000, mode="tf2"),
+    lambda: gta.TensorArray("float32", size=0, dynamic_size=True, mode="tf2").write(99_999, 1.0),
+    lambda: gta.TensorArray("float32", size=0, dynamic_size=True, mode="tf2").scatter([99_999], [1.0]),
+    lambda: _torch_tensor_array(size=100_000),
+    lambda: _torch_tensor_array(size=0, dynamic_size=True).write(99_999, _torch().ones(1))],
+    ids=["size", "write", "scatter", "torch-size", "torch-write"])
+def test_a_list_whose_tables_host_memory_cannot_hold_is_refused_before_they_are_made(monkeypatch, make):
+    """Asking for more than the host has may succeed (Linux overcommits) and filling it get the
+    process killed: tables of a huge size or index are refused against host memory first."""
+    from gpu_tensorarray import tf2_lists
+    monkeypatch.setattr(tf2_lists, "host_memory_limit", lambda: 1 << 20)       # 1 MiB: 65536 slots
+    with pytest.raises(errors.ResourceExhaustedError, match="^OOM when allocating a list of 100000 elements"):
+        make()
+
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _torch_tensor_array(**attributes):
+    from gpu_tensorarray.torch import TensorArray as TorchTensorArray
+    return TorchTensorArray(_torch().float32, mode="tf2", **attributes)
