@@ -1,4 +1,5 @@
-"""Host-side values: the integer arguments of ops and vector queries over slot flags.
+"""Host-side values: the integer arguments of ops, vector queries over slot flags, and how
+much host memory one allocation may take.
 
 TensorFlow keeps indices, lengths and sizes in host memory even on GPUs, so
 every check on them is a host check that never synchronises with a device.
@@ -6,7 +7,17 @@ This module is the one place that turns callers' index arguments into host
 integers (NumPy, whatever the array's backend) with TensorFlow's rank checks.
 """
 
+import functools
+import os
+from typing import Any
+
 import numpy as np
+
+resource: Any
+try:
+    import resource
+except ImportError:         # not on Windows
+    resource = None
 
 from .backends.arrays import cupy_to_host, is_cupy_array
 from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
@@ -15,7 +26,7 @@ from .python_values import INT64_MAX, INT64_MIN as _INT64_MIN, NUMPY_INTS, as_ho
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
            "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
            "lone_arrivals",
-           "first_true", "element_count", "checked_int64_sum", "INT32_MIN", "INT32_MAX", "INT64_MAX"]
+           "first_true", "element_count", "checked_int64_sum", "host_memory_limit", "INT32_MIN", "INT32_MAX", "INT64_MAX"]
 
 INT32_MAX = 2**31 - 1
 INT32_MIN = -(2**31)
@@ -222,3 +233,18 @@ def element_count(shape):
     for dim in shape:
         count *= dim
     return count
+
+
+def host_memory_limit():
+    """Physical memory, or the address-space limit (RLIMIT_AS) where that is lower."""
+    physical = _physical_memory()
+    address_space = resource.getrlimit(resource.RLIMIT_AS)[0] if resource is not None else -1
+    return physical if address_space < 0 else min(physical, address_space)
+
+
+@functools.cache
+def _physical_memory():
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 40

@@ -5,9 +5,8 @@ their errors (built by messages).
 """
 
 from . import messages
-from .backends.base import host_memory_limit
 from .errors import InvalidArgumentError
-from .host import scalar_int
+from .host import host_memory_limit, scalar_int
 from .shapes import except_first, is_compatible, is_fully_defined, merge
 
 __all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",

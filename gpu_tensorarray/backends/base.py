@@ -6,20 +6,13 @@ ndarray protocol that NumPy and CuPy share (``.shape``, ``.dtype``, slicing,
 they never live on the device, so no primitive synchronises to read them.
 """
 
-import functools
-import os
 import threading
 
 import numpy as np
 
-try:
-    import resource
-except ImportError:         # not on Windows
-    resource = None
-
 from .. import conversion
 from ..errors import OpError, ResourceExhaustedError, allocation_over_limit
-from ..host import flags_all_equal
+from ..host import flags_all_equal, host_memory_limit
 from .arrays import cupy_to_host
 
 __all__ = ["Backend", "guarded", "cupy_values"]
@@ -264,21 +257,6 @@ def _refused(dst):
 
 def _hold_nothing(*buffers):
     pass
-
-
-def host_memory_limit():
-    """Physical memory, or the address-space limit (RLIMIT_AS) where that is lower."""
-    physical = _physical_memory()
-    address_space = resource.getrlimit(resource.RLIMIT_AS)[0] if resource is not None else -1
-    return physical if address_space < 0 else min(physical, address_space)
-
-
-@functools.cache
-def _physical_memory():
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 40
 
 
 def cupy_values(array):

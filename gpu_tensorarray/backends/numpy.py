@@ -9,7 +9,8 @@ import numpy as np
 from .. import dtypes
 from ..host import element_count
 from .arrays import is_cupy_array, torch_bits_resolved
-from .base import Backend, cupy_values, host_memory_limit
+from ..host import host_memory_limit
+from .base import Backend, cupy_values
 from .scatter_add import prepare_add_rows_sequential
 
 __all__ = ["NumpyBackend", "PAGE_ALIGNED_BYTES", "ReadOnlyArray", "torch_bfloat16_on_host"]
