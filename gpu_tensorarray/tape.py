@@ -27,7 +27,7 @@ from .gradients import DTYPE_ATTR, GRADIENTS, READS, WRITE_VALUE, Op
 from .host import index_vector
 from .registry import registry
 
-__all__ = ["GradientTape", "UnconnectedGradients"]
+__all__ = ["GradientTape", "UnconnectedGradients", "nested_leaves"]
 
 
 class UnconnectedGradients(enum.Enum):
@@ -239,6 +239,10 @@ class GradientTape:
         return rebuild([None if gradient is None else _own(gradient, id(gradient) in callers, backend)
                         for gradient, backend in grads])
 
+    def _watches(self, source):
+        """Whether ``source`` may have a gradient: every value written inside the tape may."""
+        return True
+
     def _producer_of(self, target, position):
         """The recorded op that returned ``target``; InvalidArgumentError when none did."""
         producer = self._producer.get(id(target)) if self._producer else None
@@ -272,7 +276,7 @@ class GradientTape:
         # the ops between xs and ys): a write of a reached value reaches its array, a
         # later read of a reached array reaches its output.
         # A source of a dtype without gradients (integers, bool, strings) reaches nothing, as in TensorFlow.
-        reached = {id(source) for source in sources if _differentiable(source)}
+        reached = {id(source) for source in sources if _differentiable(source) and self._watches(source)}
         arrays = {}                                      # id(array) -> array, reached ones
         backend_of_value = {}                            # id(value written) -> its first array's backend
         for op in ops:
@@ -403,19 +407,20 @@ def _as_list(values, what):
         raise InvalidArgumentError(f"{what} must be an array or a structure of arrays, got None")
     if not isinstance(values, (list, tuple, dict)):
         return [values], lambda results: results[0]
-    return _leaves(values), lambda results: _packed(values, iter(results))
+    return nested_leaves(values), lambda results: _packed(values, iter(results))
 
 
-def _leaves(structure):
+def nested_leaves(structure):
+    """The values of a nested structure (lists, tuples, namedtuples, dicts by sorted key), as tf.nest flattens it."""
     if isinstance(structure, dict):
-        return [leaf for key in sorted(structure) for leaf in _leaves(structure[key])]
+        return [leaf for key in sorted(structure) for leaf in nested_leaves(structure[key])]
     if isinstance(structure, (list, tuple)):
-        return [leaf for item in structure for leaf in _leaves(item)]
+        return [leaf for item in structure for leaf in nested_leaves(item)]
     return [structure]
 
 
 def _packed(structure, leaves):
-    """``structure`` with its leaves taken from the iterator ``leaves``, in _leaves' order."""
+    """``structure`` with its leaves taken from the iterator ``leaves``, in nested_leaves' order."""
     if isinstance(structure, dict):
         values = {key: _packed(structure[key], leaves) for key in sorted(structure)}
         return {key: values[key] for key in structure}
@@ -428,7 +433,7 @@ def _packed(structure, leaves):
 
 
 def _along(targets, output_gradients):
-    """The output gradients of a structure of targets, one entry per target in _leaves' order:
+    """The output gradients of a structure of targets, one entry per target in nested_leaves' order:
     ``output_gradients`` has the targets' structure, its entries anything (a Python list too)."""
     if isinstance(targets, dict):
         if not isinstance(output_gradients, dict) or set(output_gradients) != set(targets):

@@ -35,7 +35,8 @@ from . import dtypes as _dtypes
 from .conversion import host_array as _host_array
 from .errors import InvalidArgumentError as _InvalidArgumentError
 from .strings import as_strings as _as_strings, is_string_like as _is_string_like
-from .tape import GradientTape as _GradientTape
+from .gradients import WRITE_VALUE as _WRITE_VALUE
+from .tape import GradientTape as _GradientTape, nested_leaves as _nested_leaves
 from .tf2_array import TF2TensorArray as TensorArray
 
 __all__ = ["TensorArray", "constant", "range", "Variable", "function", "GradientTape", "bool", "float16", "float32",
@@ -150,11 +151,37 @@ class Variable:
 
 
 class GradientTape(_GradientTape):
-    """gpu_tensorarray.GradientTape under tf.GradientTape's name, with ``watch``."""
+    """gpu_tensorarray.GradientTape under tf.GradientTape's name, with ``watch``,
+    ``watch_accessed_variables`` and ``watched_variables``. By default every value given to a
+    TensorArray's write, scatter, unstack or split inside the tape is a source (the only sources
+    a TensorArray tape has: TensorFlow watches the variables among them); with
+    ``watch_accessed_variables=False`` only what ``watch`` was given is, as in TensorFlow, and a
+    gradient for anything else is unconnected (None, or zeros)."""
+
+    def __init__(self, persistent: builtins.bool = False, watch_accessed_variables: builtins.bool = True) -> None:
+        super().__init__(persistent)
+        self._watch_accessed = builtins.bool(watch_accessed_variables)
+        self._watched: list[Any] = []
 
     def watch(self, tensor: Any) -> None:
-        """Nothing to do: every value given to a TensorArray's write, scatter, unstack or
-        split inside the tape is a source already (the only sources a TensorArray tape has)."""
+        """Makes ``tensor`` (a value, or a nested structure of them) a source: what it does with
+        ``watch_accessed_variables=False``; otherwise every value written is one already."""
+        for value in _nested_leaves(tensor):
+            if not any(value is seen for seen in self._watched):
+                self._watched.append(value)
+
+    def watched_variables(self) -> tuple[Variable, ...]:
+        """The Variables watched: given to ``watch``, and (by default) written inside the tape,
+        while its recorded ops are kept (a persistent tape's, or until ``gradient``)."""
+        written = [op.inputs[_WRITE_VALUE[op.type]] for op in self._ops or () if op.type in _WRITE_VALUE]
+        variables: list[Variable] = []
+        for value in self._watched + (written if self._watch_accessed else []):
+            if isinstance(value, Variable) and not any(value is seen for seen in variables):
+                variables.append(value)
+        return tuple(variables)
+
+    def _watches(self, source: Any) -> builtins.bool:
+        return self._watch_accessed or any(source is value for value in self._watched)
 
 
 def function(fn: _F | None = None, **unused_options: Any) -> Any:

@@ -704,3 +704,26 @@ def _torch():
 def _torch_tensor_array(**attributes):
     from gpu_tensorarray.torch import TensorArray as TorchTensorArray
     return TorchTensorArray(_torch().float32, mode="tf2", **attributes)
+
+
+@pytest.mark.parametrize("watch_accessed", [True, False])
+def test_watch_accessed_variables_false_makes_only_watched_values_sources(backend, watch_accessed):
+    """tf.GradientTape(watch_accessed_variables=False): a variable (and, here, any value written)
+    is a source only once watched; an unwatched one's gradient is unconnected (None, or zeros)."""
+    x, v = np.ones(2), tf.Variable(np.full(2, 3.0))
+    with tf.GradientTape(persistent=True, watch_accessed_variables=watch_accessed) as tape:
+        tape.watch([x])
+        ta = tf.TensorArray(tf.float64, size=2).write(0, x).write(1, v)
+        rows = ta.stack()
+    dx, dv = tape.gradient(rows, [x, v])
+    assert gta.to_numpy(dx).tolist() == [1.0, 1.0]
+    if watch_accessed:
+        assert gta.to_numpy(dv).tolist() == [1.0, 1.0] and tape.watched_variables() == (v,)
+    else:
+        assert dv is None and tape.watched_variables() == ()
+        assert gta.to_numpy(tape.gradient(rows, v, unconnected_gradients="zero")).tolist() == [0.0, 0.0]
+        with tf.GradientTape(watch_accessed_variables=False) as watching:
+            watching.watch(v)
+            rows = tf.TensorArray(tf.float64, size=1).write(0, v).stack()
+        assert watching.watched_variables() == (v,)
+        assert gta.to_numpy(watching.gradient(rows, v)).tolist() == [1.0, 1.0]
