@@ -16,6 +16,7 @@ import contextvars
 import importlib
 import importlib.util
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -128,9 +129,21 @@ def _choose_automatically():
         _load("cupy", None)
     except UnavailableError as error:
         warnings.warn(f"gpu_tensorarray: CuPy is installed, but the cupy backend cannot be used, so arrays are "
-                      f"created on the CPU (numpy backend). {error}", RuntimeWarning, stacklevel=4)
+                      f"created on the CPU (numpy backend). {error} (GPU_TENSORARRAY_BACKEND=numpy chooses the CPU "
+                      f"without this warning)", RuntimeWarning, stacklevel=_callers_level())
         return "numpy", f"cupy is installed but unusable: {error}"
     return "cupy", "cupy is installed, a CUDA device is usable and the kernels compile"
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _callers_level():
+    """The stacklevel of the first frame outside this package: a warning names the caller's line."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def default_backend() -> tuple[str, str]:

@@ -138,6 +138,20 @@ def test_automatic_choice_falls_back_to_numpy_and_says_why_once(with_cupy, monke
     assert "numpy" in messages[0]
 
 
+@pytest.mark.parametrize("first_use", ["array", "raw op", "default_backend"])
+def test_the_fallback_warning_names_the_callers_line_and_how_to_choose_the_cpu(with_cupy, monkeypatch, first_use):
+    import gpu_tensorarray as gta
+    from gpu_tensorarray import raw_ops
+    with_cupy(fake_cupy(monkeypatch, devices=0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        {"array": lambda: gta.TensorArray("float32", size=1), "raw op": lambda: raw_ops.TensorArrayV3(1, "float32"),
+         "default_backend": backends.default_backend}[first_use]()
+    warned = [w for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(warned) == 1 and warned[0].filename == __file__, [(w.filename, w.lineno) for w in warned]
+    assert "GPU_TENSORARRAY_BACKEND=numpy" in str(warned[0].message)
+
+
 def test_no_device_falls_back_to_numpy(with_cupy, monkeypatch):
     with_cupy(fake_cupy(monkeypatch, devices=0))
     with pytest.warns(RuntimeWarning, match="No usable CUDA device"):
