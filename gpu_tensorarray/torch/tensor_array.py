@@ -5,6 +5,7 @@ records it for autograd (autograd.py) when gradients flow; values cross by
 crossing.py. ``flow`` is a torch scalar here: it is what orders the gradient ops.
 """
 
+import inspect
 import weakref
 
 import numpy as np
@@ -319,6 +320,9 @@ class TensorArray:
 
 register_wrapper(TensorArray._wrap)
 register_storage_class(TensorArray)
+# help() and editors show the constructor's arguments, not those of __new__, which passes them on.
+TensorArray.__signature__ = inspect.signature(TensorArray.__init__).replace(
+    parameters=list(inspect.signature(TensorArray.__init__).parameters.values())[1:])
 
 
 def _shares_numpy(backend, dtype):

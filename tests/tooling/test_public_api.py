@@ -34,6 +34,8 @@ def test_the_class_signature_shows_the_parameters():
     assert parameters == ["dtype", "size", "dynamic_size", "clear_after_read", "tensor_array_name", "handle", "flow",
                           "infer_shape", "element_shape", "colocate_with_first_write_call", "name", "mode"]
     assert list(inspect.signature(tf2.TensorArray).parameters) == parameters
+    torch_bridge = pytest.importorskip("gpu_tensorarray.torch")     # its __new__ passes the arguments on
+    assert list(inspect.signature(torch_bridge.TensorArray).parameters) == parameters[:-1] + ["device", "mode"]
 
 
 @pytest.mark.parametrize("cls", [gta.TensorArray, TF2TensorArray], ids=["tf1", "tf2"])
