@@ -13,6 +13,7 @@ between a model's torch ops than in a microbenchmark: what the TensorArray ops o
 step pay (docs/performance.md).
 """
 
+import argparse
 import statistics
 import time
 
@@ -28,7 +29,8 @@ def dict_stores():
         stored[i] = i
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cell = torch.nn.RNNCell(FEATURES, HIDDEN)
