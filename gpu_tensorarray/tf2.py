@@ -34,8 +34,8 @@ import numpy as np
 from . import dtypes as _dtypes
 from .conversion import host_array as _host_array
 from .errors import InvalidArgumentError as _InvalidArgumentError
-from .strings import as_strings as _as_strings, is_string_like as _is_string_like
 from .gradients import WRITE_VALUE as _WRITE_VALUE
+from .strings import as_strings as _as_strings, is_string_like as _is_string_like
 from .tape import GradientTape as _GradientTape, nested_leaves as _nested_leaves
 from .tf2_array import TF2TensorArray as TensorArray
 

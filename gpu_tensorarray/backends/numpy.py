@@ -7,9 +7,8 @@ import weakref
 import numpy as np
 
 from .. import dtypes
-from ..host import element_count
+from ..host import element_count, host_memory_limit
 from .arrays import is_cupy_array, torch_bits_resolved
-from ..host import host_memory_limit
 from .base import Backend, cupy_values
 from .scatter_add import prepare_add_rows_sequential
 
