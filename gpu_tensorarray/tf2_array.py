@@ -20,7 +20,6 @@ view, as in the V3 class.
 
 from __future__ import annotations
 
-import functools
 import threading
 
 import numpy as np
@@ -47,7 +46,10 @@ class _Contents:
                  "slot_shapes", "odd_shapes", "zero_slots", "version", "lock")
 
     def __init__(self, dtype, element_shape, length):
-        self.lock = threading.RLock()           # every op's (_exclusive)
+        # Every op runs under it: even a read may change the contents (a zeros slot made, the values
+        # moved to a fresh storage), and TensorArrays of one contents (identity()) may be read from
+        # several threads, none of which may see another's change half made.
+        self.lock = threading.RLock()
         self.element_shape = element_shape      # Python-side: given, merged with writes (infer_shape)
         self.list_shape = element_shape         # the TensorList's own: given, then unstack's or split's
         self.version = 0
@@ -103,17 +105,6 @@ def fresh_storage(dtype, length, method):
     handle, flow = raw_ops.TensorArrayV3(length, dtype, dynamic_size=True, clear_after_read=False,
                                          tensor_array_name="TensorArrayV2")
     return handle, flow, phys
-
-
-def _exclusive(op):
-    """``op`` under its contents' lock. Even a read may change them (a zeros slot made, the
-    values moved to a fresh storage), and TensorArrays of one contents (identity()) may be read
-    from several threads: none may see another's change half made."""
-    @functools.wraps(op)
-    def locked(self, *args, **kwargs):
-        with self._contents.lock:
-            return op(self, *args, **kwargs)
-    return locked
 
 
 class TF2TensorArray(TensorArray):
@@ -318,71 +309,71 @@ class TF2TensorArray(TensorArray):
         contents.install(handle, flow, phys, contents.length, len(values), in_order, contents.slot_shapes)
 
     # -- ops -----------------------------------------------------------------------------------
-    @_exclusive
     def identity(self) -> TF2TensorArray:
         """Another TensorArray of the same contents (both stay usable until one changes them)."""
-        return self._next(self._current(), bump=False)
+        with self._contents.lock:
+            return self._next(self._current(), bump=False)
 
     def grad(self, source: str, flow: TensorLike | None = None, name: str | None = None) -> TensorArray:
         """Not in mode "tf2": raises UnimplementedError (use gpu_tensorarray.GradientTape)."""
         raise UnimplementedError("TensorArray.grad is not supported in mode 'tf2' (TensorFlow 2 has no gradient "
                                  "TensorArrays: use gpu_tensorarray.GradientTape)")
 
-    @_exclusive
     def write(self, index: IntLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """``value`` into slot ``index`` (replacing what it held); a dynamic array grows
         to ``index + 1``. Returns the TensorArray to go on with."""
-        contents = self._current()
-        if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
-            index = tf2_lists.index(index, "write")
-        value = self._converted(value, contents, "write")
-        shape = value.shape
-        if shape != contents.element_shape:
-            self._check_shape(contents, shape, "write")
-            self._check_list_shape(contents, shape, "write")
-        length = contents.length
-        if index < 0 or (index >= length and not self._dynamic_size):
-            raise messages.list_modify_bounds("write", index, length)
-        slot = self._allocate(contents, 1, "write")
-        contents.reserve(index + 1, "write")
-        raw_ops.TensorArrayWriteV3(contents.handle, slot, value, contents.flow)
-        if index >= length:
-            contents.length = index + 1
-        phys = contents.phys
-        if slot != index or phys[index] != _UNSET:
-            contents.in_order = False
-        phys[index] = slot
-        contents.slot_shapes[index] = shape
-        if shape != contents.element_shape:
-            self._merge_shape(contents, shape)
-            self._note_shape(contents, shape)
-        return self._next(contents)
+        with self._contents.lock:
+            contents = self._current()
+            if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
+                index = tf2_lists.index(index, "write")
+            value = self._converted(value, contents, "write")
+            shape = value.shape
+            if shape != contents.element_shape:
+                self._check_shape(contents, shape, "write")
+                self._check_list_shape(contents, shape, "write")
+            length = contents.length
+            if index < 0 or (index >= length and not self._dynamic_size):
+                raise messages.list_modify_bounds("write", index, length)
+            slot = self._allocate(contents, 1, "write")
+            contents.reserve(index + 1, "write")
+            raw_ops.TensorArrayWriteV3(contents.handle, slot, value, contents.flow)
+            if index >= length:
+                contents.length = index + 1
+            phys = contents.phys
+            if slot != index or phys[index] != _UNSET:
+                contents.in_order = False
+            phys[index] = slot
+            contents.slot_shapes[index] = shape
+            if shape != contents.element_shape:
+                self._merge_shape(contents, shape)
+                self._note_shape(contents, shape)
+            return self._next(contents)
 
-    @_exclusive
     def read(self, index: IntLike, name: str | None = None) -> Tensor:
         """The element at ``index`` (zeros for an unwritten slot of known shape)."""
-        contents = self._current()
-        if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
-            index = tf2_lists.index(index, "read")
-        if not 0 <= index < contents.length:
-            raise messages.list_read_bounds(index, contents.length)
-        slot = int(contents.phys[index])
-        if slot == _UNSET:
-            slot = self._zero_slot(contents, self._zero_shape(contents, "read"), "read")
-        return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
+        with self._contents.lock:
+            contents = self._current()
+            if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
+                index = tf2_lists.index(index, "read")
+            if not 0 <= index < contents.length:
+                raise messages.list_read_bounds(index, contents.length)
+            slot = int(contents.phys[index])
+            if slot == _UNSET:
+                slot = self._zero_slot(contents, self._zero_shape(contents, "read"), "read")
+            return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
 
-    @_exclusive
     def gather(self, indices: IntsLike, name: str | None = None) -> Tensor:
         """The elements at ``indices``, stacked along a new first axis."""
-        contents = self._current()
-        indices = tf2_lists.converted("gather", host_ints, indices, "indices")
-        if indices.ndim != 1:
-            raise messages.list_indices_not_vector("gather", indices.shape)
-        bad = (indices < 0) | (indices >= contents.length)
-        if bad.any():
-            raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length,
-                                              is_fully_defined(contents.list_shape))
-        return self._rows(contents, indices, "gather")
+        with self._contents.lock:
+            contents = self._current()
+            indices = tf2_lists.converted("gather", host_ints, indices, "indices")
+            if indices.ndim != 1:
+                raise messages.list_indices_not_vector("gather", indices.shape)
+            bad = (indices < 0) | (indices >= contents.length)
+            if bad.any():
+                raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length,
+                                                  is_fully_defined(contents.list_shape))
+            return self._rows(contents, indices, "gather")
 
     def _rows(self, contents, indices, method):
         if len(indices) == 0:               # a gather of no indices (a stack of no slots returned earlier)
@@ -398,56 +389,56 @@ class TF2TensorArray(TensorArray):
             shapes = {contents.slot_shapes[index] for index in list(indices)} - {None}
             tf2_lists.check_rows(self._merged(contents, method), shapes, method)
 
-    @_exclusive
     def stack(self, name: str | None = None) -> Tensor:
         """Every element stacked along a new first axis (a view while the slots were
         written once each, in order)."""
-        contents = self._current()
-        length = contents.length
-        if length == 0:
-            return self._empty(tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape))
-        if contents.identity():
-            self._check_row_shapes(contents, range(length), "stack")
-            return raw_ops.TensorArrayGatherV3(contents.handle, range(length), contents.flow, self._dtype)
-        return self._rows(contents, np.arange(length), "stack")
+        with self._contents.lock:
+            contents = self._current()
+            length = contents.length
+            if length == 0:
+                return self._empty(tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape))
+            if contents.identity():
+                self._check_row_shapes(contents, range(length), "stack")
+                return raw_ops.TensorArrayGatherV3(contents.handle, range(length), contents.flow, self._dtype)
+            return self._rows(contents, np.arange(length), "stack")
 
-    @_exclusive
     def concat(self, name: str | None = None) -> Tensor:
         """Every element joined along its first axis."""
-        contents = self._current()
-        if contents.length == 0:
-            return self._empty(tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape))
-        handle = contents.handle
-        if contents.odd_shapes or not contents.identity() or contents.slot_shapes[0] == ():
-            # TensorList's checks of the rows (the V3 concat's words would name the storage). Otherwise
-            # every slot holds one shape, a vector at least: nothing to check.
-            tf2_lists.check_concat_rows(contents.slot_shapes[:contents.length])
-        if not contents.identity() or raw_ops.recording():
-            # A V3 concat joins physical slots 0, 1, ...: join the logical order in a scratch array.
-            # A recorded one always: the storage grows with later writes, and the concat's gradient
-            # (TensorFlow's rule: a split into the gradient array) needs an array of its pieces alone.
-            values = self._copy_values(contents, zeros_for_unset=True)
-            handle, _ = raw_ops.TensorArrayV3(0, self._dtype, dynamic_size=True, clear_after_read=False)
-            for logical, value in values.items():
-                raw_ops.TensorArrayWriteV3(handle, logical, value, 0.0)
-        value, _ = raw_ops.TensorArrayConcatV3(handle, 0.0, self._dtype)
-        return value
+        with self._contents.lock:
+            contents = self._current()
+            if contents.length == 0:
+                return self._empty(tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape))
+            handle = contents.handle
+            if contents.odd_shapes or not contents.identity() or contents.slot_shapes[0] == ():
+                # TensorList's checks of the rows (the V3 concat's words would name the storage). Otherwise
+                # every slot holds one shape, a vector at least: nothing to check.
+                tf2_lists.check_concat_rows(contents.slot_shapes[:contents.length])
+            if not contents.identity() or raw_ops.recording():
+                # A V3 concat joins physical slots 0, 1, ...: join the logical order in a scratch array.
+                # A recorded one always: the storage grows with later writes, and the concat's gradient
+                # (TensorFlow's rule: a split into the gradient array) needs an array of its pieces alone.
+                values = self._copy_values(contents, zeros_for_unset=True)
+                handle, _ = raw_ops.TensorArrayV3(0, self._dtype, dynamic_size=True, clear_after_read=False)
+                for logical, value in values.items():
+                    raw_ops.TensorArrayWriteV3(handle, logical, value, 0.0)
+            value, _ = raw_ops.TensorArrayConcatV3(handle, 0.0, self._dtype)
+            return value
 
-    @_exclusive
     def unstack(self, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """The rows of ``value`` become the contents (a fixed size must equal their number)."""
-        contents = self._current()
-        value = self._converted(value, contents, "unstack")
-        tf2_lists.check_unstack(value.shape, self._static_size)
-        count = value.shape[0]
-        self._check_shape(contents, value.shape[1:], "unstack")
-        row = value.shape[1:]
-        element_shape = merge(contents.element_shape, row) if self._infer_shape else contents.element_shape
-        handle, flow, phys = self._in_order(count, "unstack")
-        raw_ops.TensorArrayScatterV3(handle, np.arange(count), value, 0.0)
-        contents.install(handle, flow, phys, count, count, True, [row] * count,
-                         (element_shape, row, bool(count) and _odd(row, element_shape, row)))
-        return self._next(contents)
+        with self._contents.lock:
+            contents = self._current()
+            value = self._converted(value, contents, "unstack")
+            tf2_lists.check_unstack(value.shape, self._static_size)
+            count = value.shape[0]
+            self._check_shape(contents, value.shape[1:], "unstack")
+            row = value.shape[1:]
+            element_shape = merge(contents.element_shape, row) if self._infer_shape else contents.element_shape
+            handle, flow, phys = self._in_order(count, "unstack")
+            raw_ops.TensorArrayScatterV3(handle, np.arange(count), value, 0.0)
+            contents.install(handle, flow, phys, count, count, True, [row] * count,
+                             (element_shape, row, bool(count) and _odd(row, element_shape, row)))
+            return self._next(contents)
 
     def _in_order(self, count, method):
         """fresh_storage for new contents of ``count`` values, logical slot k physical slot k:
@@ -456,59 +447,59 @@ class TF2TensorArray(TensorArray):
         phys[:count] = np.arange(count)
         return handle, flow, phys
 
-    @_exclusive
     def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """Row k of ``value`` into slot ``indices[k]`` (replacing; a repeated index: the last row)."""
-        contents = self._current()
-        indices = tf2_lists.converted("scatter", host_ints, indices, "indices")
-        value = self._converted(value, contents, "scatter")
-        tf2_lists.check_scatter(indices.shape, value.shape)
-        row_shape = value.shape[1:]
-        self._check_shape(contents, row_shape, "scatter")
-        length = contents.length
-        if len(indices):
-            low, high = int(indices.min()), int(indices.max())
-            tf2_lists.check_scatter_bounds(low, high, length, self._dynamic_size)
-            first = self._allocate(contents, len(indices), "scatter")
-            contents.reserve(high + 1, "scatter")
-            slots = np.arange(first, first + len(indices))
-            raw_ops.TensorArrayScatterV3(contents.handle, slots, value, 0.0)
-            if high >= length:
-                contents.length = high + 1
-            if not (np.array_equal(slots, indices) and (contents.phys[indices] == _UNSET).all()):
-                contents.in_order = False
-            contents.phys[indices] = slots          # a repeated index: the last row wins
-            for index in indices.tolist():
-                contents.slot_shapes[index] = row_shape
-        self._merge_shape(contents, row_shape)
-        if len(indices):
-            self._note_shape(contents, row_shape)
-        return self._next(contents)
+        with self._contents.lock:
+            contents = self._current()
+            indices = tf2_lists.converted("scatter", host_ints, indices, "indices")
+            value = self._converted(value, contents, "scatter")
+            tf2_lists.check_scatter(indices.shape, value.shape)
+            row_shape = value.shape[1:]
+            self._check_shape(contents, row_shape, "scatter")
+            length = contents.length
+            if len(indices):
+                low, high = int(indices.min()), int(indices.max())
+                tf2_lists.check_scatter_bounds(low, high, length, self._dynamic_size)
+                first = self._allocate(contents, len(indices), "scatter")
+                contents.reserve(high + 1, "scatter")
+                slots = np.arange(first, first + len(indices))
+                raw_ops.TensorArrayScatterV3(contents.handle, slots, value, 0.0)
+                if high >= length:
+                    contents.length = high + 1
+                if not (np.array_equal(slots, indices) and (contents.phys[indices] == _UNSET).all()):
+                    contents.in_order = False
+                contents.phys[indices] = slots          # a repeated index: the last row wins
+                for index in indices.tolist():
+                    contents.slot_shapes[index] = row_shape
+            self._merge_shape(contents, row_shape)
+            if len(indices):
+                self._note_shape(contents, row_shape)
+            return self._next(contents)
 
-    @_exclusive
     def split(self, value: TensorLike, lengths: IntsLike, name: str | None = None) -> TF2TensorArray:
         """The pieces of ``value`` (``lengths`` rows each, along its first axis) become the contents."""
-        contents = self._current()
-        value = self._converted(value, contents, "split")
-        lengths = tf2_lists.converted("split", host_ints, lengths, "lengths", "int64")
-        tf2_lists.check_split(value.shape, lengths.shape, lengths.tolist() if lengths.ndim == 1 else [],
-                              self._static_size)
-        count = len(lengths)
-        rest = tuple(value.shape[1:])
-        shapes = [(int(n),) + rest for n in lengths.tolist()]
-        element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,
-                                                      lengths.tolist())
-        handle, flow, phys = self._in_order(count, "split")
-        raw_ops.TensorArraySplitV3(handle, value, lengths, 0.0)
-        odd = any(_odd(shape, element_shape, element_shape) for shape in set(shapes))
-        contents.install(handle, flow, phys, count, count, True, shapes, (element_shape, element_shape, odd))
-        return self._next(contents)
+        with self._contents.lock:
+            contents = self._current()
+            value = self._converted(value, contents, "split")
+            lengths = tf2_lists.converted("split", host_ints, lengths, "lengths", "int64")
+            tf2_lists.check_split(value.shape, lengths.shape, lengths.tolist() if lengths.ndim == 1 else [],
+                                  self._static_size)
+            count = len(lengths)
+            rest = tuple(value.shape[1:])
+            shapes = [(int(n),) + rest for n in lengths.tolist()]
+            element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,
+                                                          lengths.tolist())
+            handle, flow, phys = self._in_order(count, "split")
+            raw_ops.TensorArraySplitV3(handle, value, lengths, 0.0)
+            odd = any(_odd(shape, element_shape, element_shape) for shape in set(shapes))
+            contents.install(handle, flow, phys, count, count, True, shapes, (element_shape, element_shape, odd))
+            return self._next(contents)
 
-    @_exclusive
     def size(self, name: str | None = None) -> Tensor:
         """The number of elements, an int32 scalar."""
-        contents = self._current()
-        return np.array(contents.length, np.int32)         # host memory, as TensorArraySizeV3's
+        with self._contents.lock:
+            contents = self._current()
+            return np.array(contents.length, np.int32)         # host memory, as TensorArraySizeV3's
 
     def close(self, name: str | None = None) -> None:
         """Nothing to do: as in TensorFlow 2, the values go when the last reference does."""
