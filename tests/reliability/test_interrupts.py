@@ -545,7 +545,8 @@ def test_an_interrupt_in_a_moving_tf2_write_leaves_the_list_before_or_after(back
     """At every point an interrupt can land in a mode tf2 write that moves the values (once
     overwrites have used twice the list's slots): the list holds its values as before the write
     or as after it, and the TensorArray the caller has goes on being usable, except at the last
-    points (the returns of _next and of the op), where the new one was made and the interrupt drops it."""
+    points (the returns of _next and of the op, and the library's release of the contents' lock
+    between them), where the new one was made and the interrupt drops it."""
     import gpu_tensorarray as gta
     if bridge == "torch":
         torch = pytest.importorskip("torch")
@@ -574,7 +575,7 @@ def test_an_interrupt_in_a_moving_tf2_write_leaves_the_list_before_or_after(back
             dropped.append(at)                     # superseded: the op's result was made, then dropped
     points = at - 1
     assert points > 20 and not failures, failures[:5]
-    assert all(point > points - 2 for point in dropped), (points, dropped)     # _next's and the op's returns
+    assert all(point > points - 3 for point in dropped), (points, dropped)     # _next's and the op's returns
 
 
 def test_an_interrupt_anywhere_in_a_tape_step_leaves_no_tape_recording():
