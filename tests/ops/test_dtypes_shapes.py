@@ -197,7 +197,7 @@ def test_hostile_dtype_names(backend, bad):
                                             (19, "float16"), (23, "uint64"), (np.float64(2.5), "float64")],
                          ids=["1", "np.int8(1)", "1.0", "True", "3", "np.int64(9)", "19", "23", "np.float64(2.5)"])
 def test_tensorflow_datatype_numbers(backend, spec, expected):
-    handle, flow = new(2, spec, element_shape=[])
+    handle, flow = new(2, spec, element_shape=[], clear_after_read=False)
     write(handle, 0, np.ones((), expected), flow)
     assert_same(read(handle, 0, spec), np.ones((), expected))
     assert_same(gather(handle, [0], spec), np.ones(1, expected))
