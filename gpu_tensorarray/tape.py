@@ -47,12 +47,12 @@ _recording_lock = threading.Lock()
 _recording: "weakref.WeakSet[GradientTape]" = weakref.WeakSet()      # the tapes recording in any thread
 
 
-# The sources of the gradient computations running now, per forward array: tapes in two threads
-# must not both pick a name before either has made its gradient array (TensorFlow makes its
-# name scopes unique under the graph's lock). An interrupted computation may leave its name
-# taken: later ones pick the next.
+# The gradient computations running now (their _Endings, whose ``ends`` name their arrays and
+# source until they end): tapes in two threads must not both pick a name before either has made
+# its gradient array (TensorFlow makes its name scopes unique under the graph's lock). The lock
+# is the minting's only: an _Ending, which the collector may finalise anywhere, takes none.
 _running_lock = threading.Lock()
-_running_sources: "weakref.WeakKeyDictionary[object, set[str]]" = weakref.WeakKeyDictionary()
+_running: "weakref.WeakSet[_Ending]" = weakref.WeakSet()
 
 
 def _after_fork():
@@ -255,16 +255,18 @@ class GradientTape:
                 f"the TensorArray ops).")
         return producer
 
-    def _mint_source(self, arrays):
+    def _mint_source(self, arrays, ending):
         """A source name that no gradient computation on any of ``arrays`` used or uses now,
-        taken for this one until its _Ending."""
+        taken for this one: ``ending``'s ends name it with the arrays until it ends."""
         with _running_lock:
+            taken = {source for running in list(_running) for array, source in running.ends
+                     if any(array is ours for ours in arrays)}
             while True:
                 source = "gradients" if self._calls == 0 else f"gradients_{self._calls}"
                 self._calls += 1
-                if not any(source in array.grads or source in _running_sources.get(array, ()) for array in arrays):
-                    for array in arrays:
-                        _running_sources.setdefault(array, set()).add(source)
+                if source not in taken and not any(source in array.grads for array in arrays):
+                    ending.ends = [(array, source) for array in arrays]
+                    _running.add(ending)
                     self.sources_used.append(source)
                     return source
 
@@ -293,9 +295,9 @@ class GradientTape:
             backend_of_value.setdefault(id(target), backend)
             _accumulate(value_grads, id(target), gradient, backend)
 
-        source = self._mint_source(arrays.values())
         # Before any gradient array exists: what releases this computation's, whatever ends it.
-        ending = _Ending([(array, source) for array in arrays.values()])
+        ending = _Ending(())
+        source = self._mint_source(list(arrays.values()), ending)
         # The name TensorFlow's incoming gradient tensor would have: grad_source() finds the source in it.
         grad_names = {op_type: f"{source}/{op_type}_grad" for op_type in DTYPE_ATTR}
         array_flow = {}                                  # id(array) -> incoming flow gradient
@@ -342,16 +344,13 @@ class _Ending:
     it finishes, and again when dropped, should an interrupt have landed as the call began
     (the frame's exception then drops it)."""
 
-    __slots__ = ("ends",)
+    __slots__ = ("ends", "__weakref__")
 
     def __init__(self, ends):
         self.ends = ends
 
     def __call__(self):
         registry.end_gradients(self.ends)
-        with _running_lock:
-            for array, source in self.ends:
-                _running_sources.get(array, set()).discard(source)
         self.ends = ()          # only now: an interrupt before leaves them for __del__ (ending twice is harmless)
 
     def __del__(self):

@@ -578,6 +578,46 @@ def test_an_interrupt_in_a_moving_tf2_write_leaves_the_list_before_or_after(back
     assert all(point > points - 3 for point in dropped), (points, dropped)     # _next's and the op's returns
 
 
+def test_an_interrupt_anywhere_in_a_gradient_leaves_no_source_taken():
+    """At every point an interrupt can land in GradientTape.gradient over an array that lives on:
+    once the interrupted call is gone, the next computation on that array takes the first source
+    ("gradients") again: none was left taken, nor a gradient array left in its grads."""
+    import gc
+
+    import gpu_tensorarray as gta
+
+    x = np.ones((2, 3))
+    with gta.device("numpy"):
+        with gta.GradientTape(persistent=True) as tape:
+            ta = gta.TensorArray("float64", size=2).unstack(x)
+            gathered = ta.gather([0, 1])
+    array = registry.lookup(ta.handle)
+
+    def fresh_gradient():
+        with gta.GradientTape() as fresh:
+            again = gta.TensorArray("float64", size=2).unstack(x).gather([0, 1])
+        fresh.gradient(again, x)
+        return fresh.sources_used
+
+    at, points = 0, 0
+    while True:
+        at += 1
+        interrupt = Interrupt(at)
+        calls = tape._calls
+        with gta.device("numpy"):
+            interrupted = interrupt.run(lambda: tape.gradient(gathered, x))
+        gc.collect()                        # the interrupted call's frames, and its _Ending
+        assert array.grads == {}, (at, interrupt.where)
+        tape._calls = calls                 # the next computation asks for the interrupted one's source first
+        assert host(tape.gradient(gathered, x)).tolist() == np.ones((2, 3)).tolist()
+        expected = "gradients" if calls == 0 else f"gradients_{calls}"
+        assert tape.sources_used[-1] == expected, (at, interrupt.where, tape.sources_used[-1])
+        if not interrupted:
+            break
+        points += 1
+    assert points > 20 and fresh_gradient() == ["gradients"]
+
+
 def test_an_interrupt_anywhere_in_a_tape_step_leaves_no_tape_recording():
     """At every point an interrupt can land in a GradientTape's step (entering it, the ops inside,
     leaving it, its gradient): once the caller has dropped the tape, no tape records, the recorder

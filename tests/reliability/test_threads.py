@@ -275,8 +275,8 @@ def test_tapes_in_two_threads_never_share_a_gradient_array(backend, monkeypatch)
     both_picked = barrier(2)
     mint = gta.GradientTape._mint_source
 
-    def mint_then_wait(tape, arrays):
-        source = mint(tape, arrays)
+    def mint_then_wait(tape, *arguments):
+        source = mint(tape, *arguments)
         both_picked.wait()
         return source
     monkeypatch.setattr(gta.GradientTape, "_mint_source", mint_then_wait)
@@ -496,6 +496,22 @@ def test_close_racing_writes_and_reads(backend):
             with raises(errors.InvalidArgumentError, closed_text):
                 op()
         assert stats_delta(before) == (-1, 0)       # closed: no longer live, its bytes released
+
+
+def test_a_gradient_computation_finalised_while_a_source_is_minted_does_not_deadlock():
+    """The collector may finalise a dropped computation's _Ending at any allocation, also in the
+    thread that is minting a source under the tape's lock: ending it must not wait for that lock."""
+    from gpu_tensorarray import tape as tape_module
+    handle, flow = new(1)
+    registry.grad(handle, "dropped")
+    ending = tape_module._Ending([(registry.lookup(handle), "dropped")])
+
+    def minting_then_collected():
+        with tape_module._running_lock:
+            ending.__del__()
+
+    run_threads(minting_then_collected, timeout=10)
+    assert registry.lookup(handle).grads == {}
 
 
 @pytest.mark.parametrize("setup", ["overwritten", "size-locked"])
