@@ -29,7 +29,7 @@ from ..backends.arrays import torch_bits_resolved
 from ..errors import InvalidArgumentError, UnimplementedError, about
 
 __all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "cuda_scope", "host_value",
-           "unsupported_transform", "refuse_tangent", "refused"]
+           "unsupported_transform", "refuse_tangent", "refuse_tracing", "refused"]
 
 # torch dtype -> the library's dtype: the one table both directions use. torch.bfloat16 joins
 # it when first asked for (_bfloat16): ml_dtypes, which holds it for NumPy, is optional.
@@ -157,10 +157,23 @@ def refused(value, owner):
         what = "A nested tensor" if value.is_nested else f"A tensor of layout {value.layout}"
     elif value.is_meta:
         what = "A meta tensor (it has no data)"
+    elif type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+        # A __torch_dispatch__ subclass (FakeTensor, torch.export's FunctionalTensor, a wrapper) has no
+        # memory of its own to copy.
+        what = f"A tensor subclass ({type(value).__name__}; torch.export and FakeTensor tracing included)"
     else:
         return None
     return InvalidArgumentError(f"{what} cannot be stored: a TensorArray holds dense tensors (layout torch.strided, "
                                 f"with data: write a sparse tensor's value.to_dense()){about(owner)}")
+
+
+def refuse_tracing():
+    """UnimplementedError inside torch.jit.trace, whose graph would hold none of the array's ops: a
+    traced module would return the example input's values for any input."""
+    if torch._C._get_tracing_state() is not None:
+        raise UnimplementedError(
+            "gpu_tensorarray.torch: TensorArrays cannot be traced by torch.jit.trace (TorchScript): the trace "
+            "would record none of their ops. Run the module eagerly, or under torch.compile (docs/torch.md)")
 
 
 def unsupported_transform(owner=None):

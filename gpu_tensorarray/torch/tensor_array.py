@@ -20,7 +20,8 @@ from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
-from .crossing import as_dtype, cuda_scope, host_value, refuse_tangent, to_backend, torch_dtype, torch_has_cuda
+from .crossing import (as_dtype, cuda_scope, host_value, refuse_tangent, refuse_tracing, to_backend, torch_dtype,
+                       torch_has_cuda)
 from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
@@ -53,6 +54,7 @@ class TensorArray:
     __slots__ = ("_ta", "_backend", "_state", "_n", "_host")
 
     def __new__(cls, *args, mode=None, **kwargs):
+        refuse_tracing()
         if cls is TensorArray and modes.resolve(mode) == "tf2":     # as the library class: mode, else the default
             array = _new(TF2TensorArray)         # not a subclass: Python will not call its __init__
             array.__init__(*args, **kwargs)

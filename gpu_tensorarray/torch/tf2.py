@@ -213,8 +213,10 @@ class TF2TensorArray:
             except Exception as error:      # None, a string, ragged lists, whatever a caller's object raises
                 raise messages.tf2_error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: "
                                          f"{described(error)}", method) from None
-        if value.is_nested or value.layout != torch.strided or value.is_meta:
-            raise refused(value, self.handle)       # the V3 array's words, before anything asks its shape
+        if type(value) is not torch.Tensor or value.is_nested or value.layout != torch.strided or value.is_meta:
+            refusal = refused(value, self.handle)   # the V3 array's words, before anything asks its shape
+            if refusal is not None:
+                raise refusal
         if _forward_ad._current_level >= 0:
             refuse_tangent(value, self.handle)      # before the op changes the list (its shape, its slots)
         if value.dtype != self._dtype:

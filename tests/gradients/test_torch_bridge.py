@@ -614,20 +614,40 @@ def test_batched_gradients_are_refused_by_name(backend, read):
     assert torch.equal(torch.autograd.functional.jacobian(program, x), reference)    # one gradient at a time
 
 
+class _Wrapped(torch.Tensor):
+    """A __torch_dispatch__ wrapper subclass whose ops give wrapped results (as FakeTensor's and
+    torch.export's tensors do): no memory of its own, whatever is done to it."""
+
+    @staticmethod
+    def __new__(cls, inner):
+        return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype, device=inner.device)
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        def unwrap(value):
+            return value.inner if isinstance(value, _Wrapped) else value
+        result = func(*[unwrap(arg) for arg in args], **{key: unwrap(arg) for key, arg in (kwargs or {}).items()})
+        return _Wrapped(result) if isinstance(result, torch.Tensor) else result
+
+
 def _odd_tensor(kind):
     dense = torch.eye(2, dtype=F64)
     return {"meta": lambda: torch.empty(2, 2, dtype=F64, device="meta"), "sparse_coo": dense.to_sparse,
             "sparse_csr": dense.to_sparse_csr, "sparse_coo_requiring_grad": lambda: dense.to_sparse().requires_grad_(),
-            "nested": lambda: torch.nested.nested_tensor(list(dense))}[kind]()
+            "nested": lambda: torch.nested.nested_tensor(list(dense)), "dispatch_subclass": lambda: _Wrapped(dense)}[kind]()
 
 
 @pytest.mark.parametrize("mode", ["tf1", "tf2"])
 @pytest.mark.parametrize("op", ["write", "unstack", "scatter", "split"])
-@pytest.mark.parametrize("kind", ["meta", "sparse_coo", "sparse_csr", "sparse_coo_requiring_grad", "nested"])
+@pytest.mark.parametrize("kind", ["meta", "sparse_coo", "sparse_csr", "sparse_coo_requiring_grad", "nested",
+                                  "dispatch_subclass"])
 def test_tensors_without_dense_data_are_refused_by_name(backend, mode, op, kind):
-    """Sparse, meta and nested tensors are InvalidArgumentError naming the array (as a dtype the
-    library lacks is), not torch's TypeError, NotImplementedError or RuntimeError; the array
-    takes a dense value in their place."""
+    """Sparse, meta and nested tensors, and __torch_dispatch__ subclasses, are InvalidArgumentError
+    naming the array (as a dtype the library lacks is), not torch's TypeError, NotImplementedError
+    or RuntimeError; the array takes a dense value in their place."""
     ta = TensorArray(F64, size=2, mode=mode)
     run = {"write": lambda value: ta.write(0, value), "unstack": lambda value: ta.unstack(value),
            "scatter": lambda value: ta.scatter([0, 1], value), "split": lambda value: ta.split(value, [1, 1])}[op]

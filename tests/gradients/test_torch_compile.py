@@ -59,6 +59,25 @@ def test_compiled_model_has_the_list_models_gradients(backend, compiler):
 
 
 @pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_torchscript_tracing_and_torch_export_are_refused_with_the_librarys_errors(mode):
+    """torch.jit.trace records none of the array's ops (a traced module, unchecked, returned the example
+    input's values for every input): refused as the array is made. torch.export traces with FakeTensors,
+    which hold no data: refused as such a tensor is written, as sparse and meta tensors are."""
+    import gpu_tensorarray as gta
+
+    class Stacked(torch.nn.Module):
+        def forward(self, x):
+            return TensorArray(x.dtype, size=x.shape[0], mode=mode).unstack(x * 2).stack()
+
+    x = torch.ones(2, 3, dtype=F64)
+    with pytest.raises(UnimplementedError, match="torch.jit.trace"):
+        torch.jit.trace(Stacked(), (x,), check_trace=False)
+    with pytest.raises(gta.errors.InvalidArgumentError, match="tensor subclass .*cannot be stored"):
+        torch.export.export(Stacked(), (x,))
+    assert torch.equal(Stacked()(x), x * 2)
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
 def test_fullgraph_is_refused_at_compile_time_before_any_op_runs(backend, mode):
     ta = TensorArray(F64, size=2, mode=mode)
     value = torch.ones(3, dtype=F64, device=torch_device())
