@@ -8,7 +8,7 @@ not name the array, as a suffix " (TensorArray <name>)".
 """
 
 from .dtypes import tf_name
-from .errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about, described
+from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about, described
 from .host import INT32_MAX, shape_text
 from .shapes import format_shape
 
@@ -227,6 +227,15 @@ def _tshape(shape):
         return "<unknown>"
     dims = ", ".join("None" if d is None else str(d) for d in shape)
     return f"({dims},)" if len(shape) == 1 else f"({dims})"
+
+
+#: Why a forked child cannot use an array another thread was changing when the process forked.
+FORKED_MID_OP = ("was in use by another thread when this process was forked: that op may have been half done here, "
+                 "so the array cannot be used in this process (use it in the parent, or fork while no op runs)")
+
+
+def list_forked_mid_op(name):
+    return AbortedError(f"TensorArray {name} {FORKED_MID_OP}")
 
 
 def superseded():

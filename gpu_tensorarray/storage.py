@@ -161,9 +161,7 @@ class ArrayStorage:
         (that thread does not exist here): every later op fails with AbortedError, as
         it does where the child cannot reach the array's memory (a GPU's)."""
         if self._lock.locked():
-            self._forked = ("was in use by another thread when this process was forked: that op may have been "
-                            "half done here, so the array cannot be used in this process (use it in the parent, "
-                            "or fork while no op runs)")
+            self._forked = messages.FORKED_MID_OP
         elif self.backend.unusable_after_fork:
             self._forked = f"cannot be used in this process: {self.backend.unusable_after_fork}"
         if self._forked:

@@ -20,7 +20,9 @@ view, as in the V3 class.
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -43,13 +45,14 @@ class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
     __slots__ = ("handle", "array", "flow", "phys", "length", "next_phys", "in_order", "element_shape", "list_shape",
-                 "slot_shapes", "odd_shapes", "zero_slots", "version", "lock")
+                 "slot_shapes", "odd_shapes", "zero_slots", "version", "lock", "__weakref__")
 
     def __init__(self, dtype, element_shape, length):
         # Every op runs under it: even a read may change the contents (a zeros slot made, the values
         # moved to a fresh storage), and TensorArrays of one contents (identity()) may be read from
         # several threads, none of which may see another's change half made.
         self.lock = threading.RLock()
+        _every_contents.add(self)
         self.element_shape = element_shape      # Python-side: given, merged with writes (infer_shape)
         self.list_shape = element_shape         # the TensorList's own: given, then unstack's or split's
         self.version = 0
@@ -92,6 +95,25 @@ class _Contents:
     def identity(self):
         """Whether logical slot k is physical slot k for every k (all written, in order)."""
         return self.in_order and self.next_phys == self.length
+
+
+_FORKED_MID_OP = -1                     # the version of a list a forked child cannot use: no TensorArray has it
+_every_contents: "weakref.WeakSet[_Contents]" = weakref.WeakSet()
+
+
+def _after_fork():
+    """In a forked child: a fresh lock for every list. One that another thread held, whose op may be
+    half done here (that thread does not exist), refuses every op with AbortedError, as a V3 array does."""
+    for contents in list(_every_contents):
+        if contents.lock.acquire(blocking=False):
+            contents.lock.release()
+        else:
+            contents.version = _FORKED_MID_OP
+        contents.lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def fresh_storage(dtype, length, method):
@@ -168,7 +190,8 @@ class TF2TensorArray(TensorArray):
     def _current(self):
         contents = self._contents
         if self._version != contents.version:
-            raise messages.superseded()
+            raise messages.superseded() if contents.version != _FORKED_MID_OP else \
+                messages.list_forked_mid_op(contents.handle.name)
         return contents
 
     def _next(self, contents, bump=True):

@@ -371,6 +371,49 @@ def _child_exit_code(pid, limit_s=60):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_thread_is_inside_a_tf2_op_refuses_that_list_and_finishes(backend):
+    """A mode tf2 list's op holds the list's lock: in a child forked meanwhile that op may be half
+    done and its thread gone, so the list refuses every op with AbortedError (as a V3 array does)
+    and others, old and new, work: no op waits for the lock forever."""
+    import gpu_tensorarray as gta
+    busy = gta.TensorArray("float32", size=2, element_shape=[2], mode="tf2").write(0, [1.0, 2.0])
+    idle = gta.TensorArray("float32", size=2, element_shape=[2], mode="tf2").write(0, [3.0, 4.0])
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with busy._contents.lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert held.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        code = 10
+        try:
+            if backend.unusable_after_fork:          # a GPU's arrays: the V3 storage says why
+                code = 0
+            else:
+                assert host(idle.read(0)).tolist() == [3.0, 4.0]
+                code = 11
+                try:
+                    busy.read(0)
+                except errors.AbortedError as error:
+                    assert "forked" in str(error)
+                    code = 12
+                    fresh = gta.TensorArray("float32", size=1, mode="tf2").write(0, [5.0])
+                    code = 0 if host(fresh.read(0)).tolist() == [5.0] else 13
+        finally:
+            os._exit(code)
+    release.set()
+    thread.join(10)
+    code = _child_exit_code(pid)
+    assert code == 0, f"the child failed at step {code}"
+    assert host(busy.read(0)).tolist() == [1.0, 2.0]        # the parent's list is as it was
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_child_forked_during_the_automatic_backend_choice_creates_arrays(monkeypatch):
     """Another thread was choosing the default backend (trying CuPy, which can take seconds) when
     the process forked: the child, where that thread does not exist, creates arrays on numpy."""
