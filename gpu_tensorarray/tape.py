@@ -153,7 +153,8 @@ class GradientTape:
                                        "already-active tape.")
         if self._used and not self._persistent:
             # As TensorFlow's: a used non-persistent tape entered again records afresh, for one more gradient.
-            self._ops, self._producer, self._used = [], {}, False
+            self.reset()
+            self._used = False
         self._recording = True
         try:
             _start(self)

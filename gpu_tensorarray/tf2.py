@@ -55,7 +55,8 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 def constant(value: Any, dtype: Any = None) -> np.ndarray:
     """A NumPy array of ``value``, typed as tf.constant types it (strings: an object array of bytes)."""
     if hasattr(value, "dtype") and dtype is None:
-        return np.asarray(value)
+        value = np.asarray(value)
+        return _as_strings(value) if value.dtype.kind in "SU" else value
     if dtype is None:
         host = _host_array(value)
         strings = host.dtype.kind in "SU" or _is_string_like(value)     # NumPy's str for str beside bytes
@@ -67,7 +68,7 @@ def constant(value: Any, dtype: Any = None) -> np.ndarray:
 
 
 # tf.range's dtype, when none is given: the highest of its arguments' in this order.
-_RANGE_DTYPES = (int32, int64, float32, float64)
+_RANGE_DTYPES = ("int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 
 def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> np.ndarray:  # noqa: A001
@@ -78,12 +79,15 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> n
         start, limit = 0, start
     if dtype is None:
         bounds = [constant(bound) for bound in (start, limit, delta)]
-        ranks = [_RANGE_DTYPES.index(bound.dtype) if bound.dtype in _RANGE_DTYPES else -1 for bound in bounds]
-        if min(ranks) < 0:
-            raise _InvalidArgumentError(f"tf.range takes ints and floats, got {[bound.dtype.name for bound in bounds]}")
-        dtype = _RANGE_DTYPES[max(ranks)]
+        names = [_dtypes.name_of(bound.dtype) for bound in bounds]
+        if any(name not in _RANGE_DTYPES for name in names):
+            raise _InvalidArgumentError(f"tf.range takes integers and floats, got {names}")
+        dtype = _dtypes.as_dtype(max(names, key=_RANGE_DTYPES.index))
     else:
         dtype = _dtypes.as_dtype(dtype)
+        if _dtypes.name_of(dtype) not in _RANGE_DTYPES + ("int8", "int16", "uint16", "uint32"):   # Range's Tidx
+            raise _InvalidArgumentError(f"tf.range makes no {_dtypes.name_of(dtype)} values: its dtype is an "
+                                        f"integer or float one")
         bounds = [constant(bound, dtype) for bound in (start, limit, delta)]
     if any(bound.ndim for bound in bounds):
         raise _InvalidArgumentError(f"tf.range takes scalars, got shapes {[list(bound.shape) for bound in bounds]}")
@@ -169,6 +173,11 @@ class GradientTape(_GradientTape):
         for value in _nested_leaves(tensor):
             if not any(value is seen for seen in self._watched):
                 self._watched.append(value)
+
+    def reset(self) -> None:
+        """Forget everything recorded so far, and what ``watch`` was given (as a new tape)."""
+        super().reset()
+        self._watched = []
 
     def watched_variables(self) -> tuple[Variable, ...]:
         """The Variables watched: given to ``watch``, and (by default) written inside the tape,

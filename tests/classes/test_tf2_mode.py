@@ -617,8 +617,9 @@ def test_constant_refuses_what_tensorflow_refuses_with_the_librarys_error(value,
 
 
 @pytest.mark.parametrize("value, dtype, expected", [
-    ("a", None, b"a"), (["a", b"b"], None, [b"a", b"b"]), ([], "string", []), ([[b"x"], ["y"]], None, [[b"x"], [b"y"]])],
-    ids=["str", "str-and-bytes", "empty", "nested"])
+    ("a", None, b"a"), (np.str_("a"), None, b"a"), (np.array(["a", "bc"]), None, [b"a", b"bc"]),
+    (["a", b"b"], None, [b"a", b"b"]), ([], "string", []), ([[b"x"], ["y"]], None, [[b"x"], [b"y"]])],
+    ids=["str", "np.str_", "np-str-array", "str-and-bytes", "empty", "nested"])
 def test_constant_makes_strings_as_tensorflow_does(value, dtype, expected):
     """tf.constant makes a string tensor of str and bytes (str encoded as UTF-8)."""
     made = tf.constant(value, dtype)
@@ -635,11 +636,13 @@ def test_constant_refuses_a_value_its_dtype_cannot_hold(value, dtype):
 @pytest.mark.parametrize("args, dtype, expected, expected_dtype", [
     ((5,), None, list(range(5)), "int32"), ((5, 1, -2), None, [5, 3], "int32"), ((2, 2), None, [], "int32"),
     ((0, 1, 0.25), None, [0.0, 0.25, 0.5, 0.75], "float32"), ((2**31, 2**31 + 2), None, [2**31, 2**31 + 1], "int64"),
-    ((np.float64(2.5),), None, [0.0, 1.0, 2.0], "float64"), ((3,), "float32", [0.0, 1.0, 2.0], "float32")])
+    ((np.float64(2.5),), None, [0.0, 1.0, 2.0], "float64"), ((3,), "float32", [0.0, 1.0, 2.0], "float32"),
+    ((np.float16(3),), None, [0.0, 1.0, 2.0], "float16"), ((0, np.float16(1.5), 0.5), None, [0.0, 0.5, 1.0], "float32"),
+    ((3,), "int16", [0, 1, 2], "int16")])
 def test_range_counts_and_types_as_tf_range(args, dtype, expected, expected_dtype):
     """The values: Python's range, or its float steps. The dtype, unless given: the highest of the
     arguments' (each typed as tf.constant types it: int32, int64 past it, float32 for a float) in
-    tf.range's order, int32, int64, float32, float64."""
+    tf.range's order, int32, int64, float16, bfloat16, float32, float64."""
     made = tf.range(*args, dtype=dtype)
     assert made.dtype == np.dtype(expected_dtype) and made.tolist() == expected
 
@@ -648,7 +651,8 @@ def test_range_counts_and_types_as_tf_range(args, dtype, expected, expected_dtyp
     ((-3,), None, "Requires start <= limit when delta > 0: 0/-3"),
     ((1, 2, -1), None, "Requires start >= limit when delta < 0: 1/2"),
     ((0, 1, 0), None, "Requires delta != 0: 0"),
-    ((2.0,), "int32", "Cannot convert value 2.0")])
+    ((2.0,), "int32", "Cannot convert value 2.0"),
+    ((3,), "complex64", "tf.range makes no complex64 values")])
 def test_range_refuses_what_tf_range_refuses(args, dtype, text):
     with pytest.raises(errors.InvalidArgumentError, match="^" + re.escape(text)):
         tf.range(*args, dtype=dtype)
@@ -727,3 +731,23 @@ def test_watch_accessed_variables_false_makes_only_watched_values_sources(backen
             rows = tf.TensorArray(tf.float64, size=1).write(0, v).stack()
         assert watching.watched_variables() == (v,)
         assert gta.to_numpy(watching.gradient(rows, v)).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("fresh", ["reset", "entered again"])
+def test_a_reset_or_reentered_tape_forgets_what_was_watched(backend, fresh):
+    """As in TensorFlow, reset() and entering a used non-persistent tape again start a new tape: a
+    value watched before is no source now (watch_accessed_variables=False)."""
+    x = np.ones(2)
+    tape = tf.GradientTape(watch_accessed_variables=False)
+    with tape:
+        tape.watch(x)
+        rows = tf.TensorArray(tf.float64, size=1).write(0, x).stack()
+    if fresh == "reset":
+        tape.reset()
+        with tape:
+            rows = tf.TensorArray(tf.float64, size=1).write(0, x).stack()
+    else:
+        assert gta.to_numpy(tape.gradient(rows, x)).tolist() == [1.0, 1.0]
+        with tape:
+            rows = tf.TensorArray(tf.float64, size=1).write(0, x).stack()
+    assert tape.gradient(rows, x) is None
