@@ -14,6 +14,7 @@ agreement with its flags (interrupt_util.consistency).
    on one shared array, some of them waiting for its lock.
 """
 
+import contextlib
 import ctypes
 import os
 import random
@@ -356,6 +357,30 @@ def test_asynchronous_exceptions_into_worker_threads(backend):
 
 
 # -- 4. a fork while another thread is inside an op ---------------------------------------------
+def _fork_while_held(*locks):
+    """Fork while another thread holds ``locks`` (inside an op, as it were) -> (os.fork()'s pid,
+    in the parent ``finish()``: the thread lets go and ends, and the child's exit status comes back)."""
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with contextlib.ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    assert held.wait(10)
+    pid = os.fork()
+
+    def finish():
+        release.set()
+        thread.join(10)
+        return _child_exit_code(pid)
+    return pid, finish
+
+
 def _child_exit_code(pid, limit_s=60):
     """The forked child's exit status; a child still running after ``limit_s`` hangs: killed, failed."""
     deadline = time.monotonic() + limit_s
@@ -378,17 +403,7 @@ def test_a_child_forked_while_a_thread_is_inside_a_tf2_op_refuses_that_list_and_
     import gpu_tensorarray as gta
     busy = gta.TensorArray("float32", size=2, element_shape=[2], mode="tf2").write(0, [1.0, 2.0])
     idle = gta.TensorArray("float32", size=2, element_shape=[2], mode="tf2").write(0, [3.0, 4.0])
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with busy._contents.lock:
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=hold, daemon=True)
-    thread.start()
-    assert held.wait(10)
-    pid = os.fork()
+    pid, finish = _fork_while_held(busy._contents.lock)
     if pid == 0:
         code = 10
         try:
@@ -406,9 +421,7 @@ def test_a_child_forked_while_a_thread_is_inside_a_tf2_op_refuses_that_list_and_
                     code = 0 if host(fresh.read(0)).tolist() == [5.0] else 13
         finally:
             os._exit(code)
-    release.set()
-    thread.join(10)
-    code = _child_exit_code(pid)
+    code = finish()
     assert code == 0, f"the child failed at step {code}"
     assert host(busy.read(0)).tolist() == [1.0, 2.0]        # the parent's list is as it was
 
@@ -449,17 +462,7 @@ def test_a_child_forked_while_a_thread_holds_locks_finishes(backend):
     busy, _ = new(3, "float32", element_shape=[2])
     idle, _ = new(3, "float32", element_shape=[2])
     write(idle, 0, f32([1, 2]))
-    held, release = threading.Event(), threading.Event()
-
-    def hold():
-        with registry.lookup(busy)._lock, registry._lock:
-            held.set()
-            release.wait(30)
-
-    thread = threading.Thread(target=hold, daemon=True)
-    thread.start()
-    assert held.wait(10)
-    pid = os.fork()
+    pid, finish = _fork_while_held(registry.lookup(busy)._lock, registry._lock)
     if pid == 0 and backend.unusable_after_fork:    # a GPU's arrays: each op says why, none hangs
         code = 20
         try:
@@ -490,9 +493,7 @@ def test_a_child_forked_while_a_thread_holds_locks_finishes(backend):
                 code = 0
         finally:
             os._exit(code)
-    release.set()
-    thread.join(10)
-    code = _child_exit_code(pid)
+    code = finish()
     assert code == 0, f"the child failed at step {code}"
     write(busy, 0, f32([1, 2]))                     # the parent's arrays are as they were
 
