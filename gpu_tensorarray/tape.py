@@ -13,6 +13,7 @@ value alive; a copy or a view of a recorded output is not that output.
 
 import contextlib
 import enum
+import gc
 import os
 import threading
 import weakref
@@ -266,8 +267,11 @@ class GradientTape:
                 source = "gradients" if self._calls == 0 else f"gradients_{self._calls}"
                 self._calls += 1
                 if source not in taken and not any(source in array.grads for array in arrays):
-                    ending.ends = [(array, source) for array in arrays]
+                    # Listed running first, then given its ends: one with ends is always listed, so
+                    # an interrupt can never leave a computation whose name another may take.
+                    ends = [(array, source) for array in arrays]
                     _running.add(ending)
+                    ending.ends = ends
                     self.sources_used.append(source)
                     return source
 
@@ -296,6 +300,7 @@ class GradientTape:
             backend_of_value.setdefault(id(target), backend)
             _accumulate(value_grads, id(target), gradient, backend)
 
+        _end_dropped()                                   # their sources are free again
         # Before any gradient array exists: what releases this computation's, whatever ends it.
         ending = _Ending(())
         source = self._mint_source(list(arrays.values()), ending)
@@ -342,8 +347,10 @@ class GradientTape:
 
 class _Ending:
     """Ends a gradient computation on its forward arrays (registry.end_gradients): called when
-    it finishes, and again when dropped, should an interrupt have landed as the call began
-    (the frame's exception then drops it)."""
+    it finishes, and again when dropped, should an interrupt have landed as the call began (the
+    frame's exception then drops it). One the cycle collector finalises leaves its ends to the
+    next gradient computation (_end_dropped): a collection may run anywhere, also where its
+    thread holds a forward array's lock, which ending would take."""
 
     __slots__ = ("ends", "__weakref__")
 
@@ -355,9 +362,42 @@ class _Ending:
         self.ends = ()          # only now: an interrupt before leaves them for __del__ (ending twice is harmless)
 
     def __del__(self):
+        ends = getattr(self, "ends", ())        # (none, should an interrupt have cut __init__)
+        if not ends:
+            return
+        if getattr(_collection, "running", False):
+            _dropped.append(ends)               # one call, no lock
+            return
         try:
             self()
         except Exception:       # at interpreter exit the modules it needs may be gone
+            pass
+
+
+_dropped: list = []             # the ends of computations the collector finalised, for _end_dropped
+_collection = threading.local()     # .running: a cycle collection runs in this thread
+
+
+def _collecting(phase, info):
+    _collection.running = phase == "start"
+
+
+gc.callbacks.append(_collecting)
+
+
+def _end_dropped():
+    """End the computations dropped unfinished (their _Ending's finaliser listed them), where no
+    lock is held. Each is ended before it leaves the list: ending twice is harmless, so an
+    interrupt, or another thread ending it too, loses none."""
+    while _dropped:
+        try:
+            ends = _dropped[-1]
+        except IndexError:      # another thread took the last
+            return
+        registry.end_gradients(ends)
+        try:
+            _dropped.remove(ends)
+        except ValueError:
             pass
 
 

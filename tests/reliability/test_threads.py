@@ -498,20 +498,33 @@ def test_close_racing_writes_and_reads(backend):
         assert stats_delta(before) == (-1, 0)       # closed: no longer live, its bytes released
 
 
-def test_a_gradient_computation_finalised_while_a_source_is_minted_does_not_deadlock():
-    """The collector may finalise a dropped computation's _Ending at any allocation, also in the
-    thread that is minting a source under the tape's lock: ending it must not wait for that lock."""
+@pytest.mark.parametrize("held", ["the tape's", "the forward array's"])
+def test_a_gradient_computation_the_collector_finalises_under_a_lock_does_not_deadlock(held):
+    """The collector may finalise a dropped computation's _Ending (kept in a cycle, as by a traceback
+    its exception holds) at any allocation, also in a thread that holds the tape's lock (minting a
+    source) or its forward array's (making a gradient array): ending it there would wait for that
+    lock forever. It is ended by the next gradient computation instead."""
+    import gpu_tensorarray as gta
     from gpu_tensorarray import tape as tape_module
     handle, flow = new(1)
     registry.grad(handle, "dropped")
-    ending = tape_module._Ending([(registry.lookup(handle), "dropped")])
+    array = registry.lookup(handle)
+    cycle = [tape_module._Ending([(array, "dropped")])]
+    cycle.append(cycle)
+    del cycle
+    lock = tape_module._running_lock if held == "the tape's" else array._lock
 
-    def minting_then_collected():
-        with tape_module._running_lock:
-            ending.__del__()
+    def collected_under_the_lock():
+        with lock:
+            gc.collect()
 
-    run_threads(minting_then_collected, timeout=10)
-    assert registry.lookup(handle).grads == {}
+    run_threads(collected_under_the_lock, timeout=10)
+    assert "dropped" in array.grads                  # not yet: no computation ran since
+    x = np.ones(2)
+    with gta.GradientTape() as tape:
+        rows = gta.TensorArray("float64", size=1).write(0, x).stack()
+    tape.gradient(rows, x)
+    assert array.grads == {}
 
 
 @pytest.mark.parametrize("setup", ["overwritten", "size-locked"])
