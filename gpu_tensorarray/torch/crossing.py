@@ -157,9 +157,9 @@ def refused(value, owner):
         what = "A nested tensor" if value.is_nested else f"A tensor of layout {value.layout}"
     elif value.is_meta:
         what = "A meta tensor (it has no data)"
-    elif type(value) is not torch.Tensor and not isinstance(value, torch.nn.Parameter):
+    elif torch._C._dispatch_keys(value).has(torch._C.DispatchKey.Python):
         # A __torch_dispatch__ subclass (FakeTensor, torch.export's FunctionalTensor, a wrapper) has no
-        # memory of its own to copy.
+        # memory of its own to copy; a plain subclass (nn.Parameter, one of the caller's) has.
         what = f"A tensor subclass ({type(value).__name__}; torch.export and FakeTensor tracing included)"
     else:
         return None

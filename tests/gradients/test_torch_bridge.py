@@ -659,6 +659,21 @@ def test_tensors_without_dense_data_are_refused_by_name(backend, mode, op, kind)
     assert torch.equal(after.read(0) if op == "write" else after.concat() if op == "split" else after.stack(), dense)
 
 
+class _Plain(torch.Tensor):
+    """A subclass with the memory of a tensor (no __torch_dispatch__)."""
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_plain_tensor_subclasses_are_stored_as_tensors(backend, mode):
+    x = leaves((2,))[0]
+    parameter = torch.nn.Parameter(torch.full((2,), 3.0, dtype=F64, device=torch_device()))
+    plain = (x * 2).as_subclass(_Plain)
+    rows = TensorArray(F64, size=2, mode=mode).write(0, plain).write(1, parameter).stack()
+    assert rows.tolist() == [(x * 2).tolist(), [3.0, 3.0]]
+    rows.sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0] and parameter.grad.tolist() == [1.0, 1.0]
+
+
 def test_reads_of_slots_written_before_stay_allowed(backend):
     x = leaves((3,))[0]
     first = TensorArray(F64, size=3, clear_after_read=False).write(0, x * 2)
