@@ -67,7 +67,7 @@ def constant(value: Any, dtype: Any = None) -> np.ndarray:
     return _dtypes.python_value_as(value, dtype)
 
 
-# tf.range's dtype, when none is given: the highest of its arguments' in this order.
+# tf.range's dtypes, and when none is given, the highest of its arguments' in this order.
 _RANGE_DTYPES = ("int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 
@@ -84,10 +84,10 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> n
             raise _InvalidArgumentError(f"tf.range takes integers and floats, got {names}")
         dtype = _dtypes.as_dtype(max(names, key=_RANGE_DTYPES.index))
     else:
-        dtype = _dtypes.as_dtype(dtype)
-        if _dtypes.name_of(dtype) not in _RANGE_DTYPES + ("int8", "int16", "uint16", "uint32"):   # Range's Tidx
-            raise _InvalidArgumentError(f"tf.range makes no {_dtypes.name_of(dtype)} values: its dtype is an "
-                                        f"integer or float one")
+        spec, dtype = dtype, _dtypes.as_dtype(dtype)
+        if _dtypes.name_of(dtype) not in _RANGE_DTYPES:         # the dtypes TensorFlow has a Range kernel of
+            raise _InvalidArgumentError(f"tf.range makes no values of dtype {spec!r}: it makes "
+                                        f"{', '.join(_RANGE_DTYPES)}")
         bounds = [constant(bound, dtype) for bound in (start, limit, delta)]
     if any(bound.ndim for bound in bounds):
         raise _InvalidArgumentError(f"tf.range takes scalars, got shapes {[list(bound.shape) for bound in bounds]}")
