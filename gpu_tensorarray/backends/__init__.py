@@ -139,10 +139,13 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _callers_level():
-    """The stacklevel of the first frame outside this package: a warning names the caller's line."""
+    """The stacklevel of the first frame outside this package: a warning names the caller's line
+    (run as ``python -m gpu_tensorarray``, the package's outermost one, not runpy's)."""
     frame, level = sys._getframe(1), 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame, level = frame.f_back, level + 1
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen"):
+        level -= 1
     return level
 
 

@@ -220,6 +220,7 @@ def test_demo_and_info_run_on_the_fallback(tmp_path):
         assert result.stderr.count("RuntimeWarning: gpu_tensorarray: CuPy is installed, but the cupy backend "
                                    "cannot be used") == 1, result.stderr
         assert "libnvrtc.so.12" in result.stderr and "Traceback" not in result.stderr
+        assert "gpu_tensorarray/__main__.py:" in result.stderr and "<frozen" not in result.stderr    # its line
 
 
 def test_info_into_a_closed_pipe_exits_quietly():
