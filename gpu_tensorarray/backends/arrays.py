@@ -49,9 +49,12 @@ def cupy_to_host(array):
 def torch_bits_resolved(value):
     """A torch tensor with its lazy conjugate or negative bit set (``z.conj()``, ``z.conj().imag``),
     as its values: DLPack carries neither bit; torch refuses to export the one and exports the
-    other's memory as it is (the values' negatives)."""
+    other's memory as it is (the values' negatives). And one that requires grad, detached: torch
+    exports none (BufferError), and a CUDA one has no host copy to fall back on."""
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(value, torch.Tensor):
+        if value.requires_grad:
+            value = value.detach()
         if value.is_conj():
             value = value.resolve_conj()
         if value.is_neg():

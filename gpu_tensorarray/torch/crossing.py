@@ -26,7 +26,7 @@ import torch
 
 from .. import dtypes
 from ..backends.arrays import torch_bits_resolved
-from ..errors import InvalidArgumentError, UnimplementedError, about
+from ..errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about
 
 __all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "cuda_scope", "host_value",
            "unsupported_transform", "refuse_tangent", "refuse_tracing", "refused"]
@@ -94,6 +94,10 @@ def host_value(value):
     return value
 
 
+# What torch raises when its allocator finds no memory (torch.cuda's name before torch 2.5).
+_TORCH_OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+
+
 def to_backend(value, backend, owner=None):
     """A caller's value for a write/scatter/split on ``backend``: a torch tensor as an
     array sharing its memory (a host<->device copy only when the tensor lives on the
@@ -137,7 +141,10 @@ def to_backend(value, backend, owner=None):
             return array
         array = value.cpu().numpy()
         return array.view(dtype) if bits else array
-    except (RuntimeError, TypeError, BufferError):
+    except (RuntimeError, TypeError, BufferError) as error:
+        if isinstance(error, _TORCH_OUT_OF_MEMORY):      # contiguous() or cpu() allocate through torch
+            raise ResourceExhaustedError(f"OOM when copying a value of shape {list(value.shape)} on {value.device} "
+                                         f"to store it: {error}{about(owner)}") from None
         # Which tensors cannot cross is asked only here, once one failed: the common path pays nothing.
         refusal = refused(value, owner)
         if refusal is None:
@@ -290,8 +297,9 @@ def cuda_scope_for_index(index):
             # current stream of 0 for the per-thread one under CUPY_CUDA_PER_THREAD_DEFAULT_STREAM=1,
             # and would launch there, unordered with torch's work. Its device is unknown to CuPy
             # (-1): _Scope always enters the stream's device first.
-            stream = _external_streams[index, pointer] = cupy.cuda.Stream.from_external(
-                _TorchStream(pointer or cupy.cuda.runtime.streamLegacy))
+            with cupy.cuda.Device(index):       # (CuPy 14.2 labels it device -1; earlier ones, the current)
+                stream = _external_streams[index, pointer] = cupy.cuda.Stream.from_external(
+                    _TorchStream(pointer or cupy.cuda.runtime.streamLegacy))
     return _Scope(cupy.cuda.Device(index), stream)
 
 

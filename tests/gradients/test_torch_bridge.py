@@ -659,6 +659,22 @@ def test_tensors_without_dense_data_are_refused_by_name(backend, mode, op, kind)
     assert torch.equal(after.read(0) if op == "write" else after.concat() if op == "split" else after.stack(), dense)
 
 
+def test_torch_running_out_of_memory_for_a_values_copy_is_the_librarys_error(monkeypatch):
+    """On a GPU a value torch must copy first (a strided one made contiguous, one on another device)
+    may find no memory: torch's OutOfMemoryError is ResourceExhaustedError naming the array, as
+    the library's own allocations' is, and the op changes nothing."""
+    from gpu_tensorarray.torch import crossing
+
+    def no_memory(value):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 MiB")
+    ta = TensorArray(F64, size=1, device="cuda")            # the cupy backend (the CuPy stand-in without a GPU)
+    monkeypatch.setattr(crossing, "torch_bits_resolved", no_memory)
+    with pytest.raises(gta.errors.ResourceExhaustedError, match=f"^OOM when copying .*TensorArray {ta.handle.name}"):
+        ta.write(0, torch.ones(2, dtype=F64))
+    monkeypatch.undo()
+    assert ta.write(0, torch.ones(2, dtype=F64)).read(0).tolist() == [1.0, 1.0]
+
+
 class _Plain(torch.Tensor):
     """A subclass with the memory of a tensor (no __torch_dispatch__)."""
 

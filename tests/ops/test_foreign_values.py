@@ -42,6 +42,15 @@ def test_torch_tensors(backend):
     np.testing.assert_array_equal(stacked, np.stack([np.arange(4, dtype=np.float32)] * 2))
 
 
+def test_torch_tensors_that_require_grad_are_stored_as_their_values(backend):
+    """torch exports no tensor that requires grad (DLPack's BufferError, and numpy() refuses it);
+    the library, which keeps no gradient of a raw op's value, stores its values."""
+    torch = pytest.importorskip("torch")
+    tensor = torch.arange(4, dtype=torch.float32).requires_grad_()
+    stacked = _write_then_scatter(tensor, tensor[None] * 2, "float32", (4,))
+    np.testing.assert_array_equal(stacked, np.stack([np.arange(4, dtype=np.float32), 2 * np.arange(4, dtype=np.float32)]))
+
+
 def test_torch_tensors_with_the_negative_or_conjugate_bit_set_keep_their_values(backend):
     # torch's lazy negation (z.conj().imag) is a bit DLPack does not carry: torch exports the
     # memory un-negated. The value is the tensor's, as tolist() gives it.
