@@ -121,7 +121,7 @@ def to_backend(value, backend, owner=None):
                                        f"dtypes: {_supported_torch_names()}{about(owner)}")
         dtype = _bfloat16(owner)
     try:
-        value = torch_bits_resolved(value.detach())
+        value = torch_bits_resolved(value)            # (detached, if it requires grad)
         bits = value.dtype is torch.bfloat16
         if bits:
             value = value.view(torch.int16)
