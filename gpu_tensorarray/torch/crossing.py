@@ -26,9 +26,10 @@ import torch
 
 from .. import dtypes
 from ..backends.arrays import torch_bits_resolved
-from ..errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about
+from ..errors import InvalidArgumentError, OpError, ResourceExhaustedError, UnimplementedError, about
+from ..host import element_count
 
-__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "cuda_scope", "host_value",
+__all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "zeros", "cuda_scope", "host_value",
            "unsupported_transform", "refuse_tangent", "refuse_tracing", "refused"]
 
 # torch dtype -> the library's dtype: the one table both directions use. torch.bfloat16 joins
@@ -96,6 +97,20 @@ def host_value(value):
 
 # What torch raises when its allocator finds no memory (torch.cuda's name before torch 2.5).
 _TORCH_OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemoryError)
+
+
+def zeros(shape, dtype, device, backend):
+    """``torch.zeros(shape)`` on ``device`` through ``backend``'s allocation door: a request past
+    the memory there is ResourceExhaustedError before torch allocates, as the library's own zeros
+    are, and so is torch's failure to allocate (a plain RuntimeError on the CPU)."""
+    nbytes = element_count(shape) * dtype.itemsize
+    what = f"tensor of shape {list(shape)}"
+    try:
+        return backend.allocate(lambda: torch.zeros(shape, dtype=dtype, device=device), nbytes, what)
+    except OpError:
+        raise
+    except RuntimeError as error:       # torch.zeros of a valid shape fails only for memory
+        raise ResourceExhaustedError(f"OOM when allocating {what} ({nbytes} bytes) on {device}: {error}") from None
 
 
 def to_backend(value, backend, owner=None):

@@ -36,7 +36,7 @@ from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import deep_copy_refused, registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
-from .crossing import as_dtype, from_host, host_value, refuse_tangent, refused
+from .crossing import as_dtype, from_host, host_value, refuse_tangent, refused, zeros
 
 __all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
 
@@ -306,7 +306,8 @@ class TF2TensorArray:
             range(len(phys)) if among is None else among) if phys[index] is not None), method)
 
     def _zeros(self, contents, shape):
-        return torch.zeros(shape, dtype=self._dtype, device=contents.storage.device)
+        storage = contents.storage
+        return zeros(shape, self._dtype, storage.device, storage._backend)
 
     def _rows(self, contents, indices, method):
         """The values of logical ``indices``: one gather when all are written."""

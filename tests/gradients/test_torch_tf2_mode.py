@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpu_tensorarray
-from gpu_tensorarray.errors import InvalidArgumentError, UnimplementedError
+from gpu_tensorarray.errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError
 from gpu_tensorarray.testing import import_torch
 
 torch = import_torch()
@@ -741,3 +741,29 @@ def test_a_copy_is_the_same_list_whatever_the_default_mode(backend):
     with gpu_tensorarray.tensor_array_mode("tf1"):
         tf2 = TensorArray(F64, size=1, mode="tf2").write(0, torch.ones(2, dtype=F64))
         assert copy.copy(tf2).read(0).tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda ta: ta.read(0), lambda ta: ta.stack(), lambda ta: ta.gather([1, 2]), lambda ta: ta.concat(),
+])
+def test_zeros_past_the_memory_are_the_library_class_s_resource_exhausted_error(backend, call):
+    """Zeros for unwritten slots that no memory holds: the library class's ResourceExhaustedError
+    and text, raised before torch allocates (torch's own error escaped: a RuntimeError)."""
+    shape = (2 ** 20, 2 ** 20)
+    with pytest.raises(ResourceExhaustedError) as expected:
+        call(gpu_tensorarray.TensorArray("float64", size=3, element_shape=shape, mode="tf2"))
+    with pytest.raises(ResourceExhaustedError) as caught:
+        call(TensorArray(F64, size=3, element_shape=shape, mode="tf2"))
+    assert str(caught.value) == str(expected.value)
+
+
+def test_torch_failing_to_allocate_zeros_is_resource_exhausted_error(backend, monkeypatch):
+    """Below the limit torch may still find no memory (a plain RuntimeError on the CPU)."""
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory")
+
+    ta = TensorArray(F64, size=2, element_shape=(3,), mode="tf2")
+    monkeypatch.setattr(torch, "zeros", no_memory)
+    with pytest.raises(ResourceExhaustedError, match=r"OOM when allocating tensor of shape \[3\] \(24 bytes\) on "
+                                                     r".*can't allocate memory"):
+        ta.read(0)
