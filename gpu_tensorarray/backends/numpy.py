@@ -142,13 +142,19 @@ _memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
 _memory_view.restype = ctypes.py_object
 _memory_view.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
 _PYBUF_READ = 0x100
-# Storage kept alive while views over its memory live: NumPy's own memoryview (the
-# base every view of the root leads to) -> (a weak reference to it, the storage).
+# Storage kept alive while views over its memory live: a weak reference to NumPy's own
+# memoryview (the base every view of the root leads to) -> the storage. The reference's
+# callback is the dict's own pop: no Python code runs when the last view goes, so no
+# interrupt can land there and keep the storage for good.
 _kept = {}
 
 
-def _release(reference):
-    _kept.pop(id(reference), None)
+class _Keeper(weakref.ref):
+    """Its own key in _kept: hashed by identity (a memoryview's hash would read its bytes)."""
+
+    __slots__ = ()
+    __hash__ = object.__hash__
+    __eq__ = object.__eq__
 
 
 def _address(array):
@@ -163,8 +169,8 @@ def _address(array):
 def _readonly_root(array):
     """A 1-D array over ``array``'s (contiguous) memory that can never be made writable."""
     root = np.frombuffer(_memory_view(_address(array), array.nbytes, _PYBUF_READ), array.dtype)
-    reference = weakref.ref(root.base, _release)
-    _kept[id(reference)] = reference, array     # (an interrupt before this drops root and reference)
+    # One statement: an interrupt before the store drops the reference before root, so it never calls back.
+    _kept[_Keeper(root.base, _kept.pop)] = array
     return root
 
 
