@@ -31,6 +31,7 @@ import re
 import secrets
 import sys
 import threading
+import weakref
 
 import numpy as np
 import torch
@@ -113,10 +114,11 @@ _SOURCE_TAG = secrets.token_hex(4)
 
 
 class _Pass:
-    __slots__ = ("source", "grads", "rows", "compiled", "flows")
+    __slots__ = ("source", "grads", "rows", "compiled", "flows", "end")
 
-    def __init__(self, number):
+    def __init__(self, number, end):
         self.source = f"gradients_torch_{_SOURCE_TAG}_{number}"
+        self.end = end                   # a weak reference to the pass's _PassEnd
         # (root handle, path) -> (gradient array handle, its library TensorArray); None while
         # TensorArrayGradV3 runs, so the pass's end closes whatever an interrupted one made.
         self.grads = {}
@@ -143,9 +145,10 @@ _pass_numbers = itertools.count()
 
 class _PassEnd:
     """Queued on autograd's engine: called when the pass succeeds; finalised when the
-    engine frees the graph task, after success, an error or an interrupt alike."""
+    engine frees the graph task, after success, an error or an interrupt alike. An
+    interrupt landing in the finaliser is lost: the next pass ends what it left open."""
 
-    __slots__ = ("task",)
+    __slots__ = ("task", "__weakref__")
 
     def __init__(self, task):
         self.task = task
@@ -162,6 +165,7 @@ class _PassEnd:
 
 def open_passes():
     """How many backward passes still hold gradient arrays (0 between passes)."""
+    _end_abandoned()
     with _passes_lock:
         return len(_passes)
 
@@ -170,11 +174,29 @@ def _current_pass():
     task = torch._C._current_graph_task_id()
     with _passes_lock:
         backward_pass = _passes.get(task)
-        if backward_pass is not None:
+    return _open_pass(task) if backward_pass is None else backward_pass
+
+
+def _open_pass(task):
+    _end_abandoned()
+    with _passes_lock:
+        backward_pass = _passes.get(task)
+        if backward_pass is not None:       # opened by another of its nodes meanwhile
             return backward_pass
-        backward_pass = _passes[task] = _Pass(next(_pass_numbers))
-    torch.autograd.Variable._execution_engine.queue_callback(_PassEnd(task))
+        # (Should an interrupt drop ``end`` below, the lock is free by then for its finaliser.)
+        end = _PassEnd(task)
+        backward_pass = _passes[task] = _Pass(next(_pass_numbers), weakref.ref(end))
+    torch.autograd.Variable._execution_engine.queue_callback(end)
     return backward_pass
+
+
+def _end_abandoned():
+    """Ends the passes whose _PassEnd is gone while they are open: its finaliser was cut short
+    (CPython clears a weak reference once the finaliser has run, whatever it raised)."""
+    with _passes_lock:
+        abandoned = [task for task, backward_pass in _passes.items() if backward_pass.end() is None]
+    for task in abandoned:
+        _end_pass(task)
 
 
 def _end_pass(task):

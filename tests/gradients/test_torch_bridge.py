@@ -421,6 +421,45 @@ def test_an_interrupt_while_writes_become_a_node_loses_none_of_them(backend, mon
     assert_same_gradients(ours, reference, leaves((2, 3)))
 
 
+class _Failing(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, value):
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise RuntimeError("a failing node")
+
+
+def test_an_interrupt_in_a_failed_pass_s_finaliser_leaves_no_pass_open(backend):
+    """A pass that fails after the array's nodes ran is ended by its finaliser alone; an interrupt
+    landing there is lost ("Exception ignored"), and the pass, with its gradient array and the
+    forward array, stayed open for the life of the process. The next pass ends it."""
+    import sys
+
+    from gpu_tensorarray.torch import autograd
+    from ta_conformance_util import interrupt_at
+
+    before = open_array_names()
+    x = leaves((2, 3))[0]
+    failing = _Failing.apply(x * 5)                 # made first: autograd runs it last
+    loss = TensorArray(F64, size=2).write(0, x[0] * 2).write(1, x[1] * 3).stack().sum() + failing.sum()
+    swallowed = []      # the classes only: a report's traceback would keep the _PassEnd alive
+    unraisable, sys.unraisablehook = sys.unraisablehook, lambda report: swallowed.append(type(report.exc_value))
+    try:
+        with interrupt_at(autograd._end_pass.__code__, "call"), pytest.raises(RuntimeError, match="a failing node"):
+            loss.backward()
+        del loss, failing
+        gc.collect()
+    finally:
+        sys.unraisablehook = unraisable
+    assert swallowed == [KeyboardInterrupt]                                             # it landed there
+    x.grad = None
+    TensorArray(F64, size=2).unstack(x[:2] * 1).stack().sum().backward()              # the next pass
+    assert not opened_since(before) and open_passes() == 0
+    assert torch.equal(x.grad, torch.ones_like(x))
+
+
 @pytest.mark.parametrize("where", ["grad_array_made", "release_begins"])
 def test_an_interrupt_in_a_backward_pass_leaves_no_gradient_array_open(backend, where):
     """Ctrl-C as TensorArrayGradV3 returns (its array registered, the pass not yet told), or
