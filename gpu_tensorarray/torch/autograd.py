@@ -45,7 +45,7 @@ from ..shapes import except_first
 from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
 from .tf2 import is_storage
 
-__all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "ZERO_FLOW",
+__all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "EVERY", "ZERO_FLOW",
            "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
 
 #: The flow of an array no tracked write has reached: shared, never handed out (``flow`` gives a copy).
@@ -53,6 +53,7 @@ ZERO_FLOW = torch.zeros((), dtype=torch.float32)
 
 WRITE, SCATTER, SPLIT = 0, 1, 2          # a tracked write's kind
 READ, GATHER, CONCAT = 0, 1, 2           # a read's kind (stack is a gather of every slot)
+EVERY = object()                         # a stack's gather indices (None is a user's: refused)
 
 _wrap = None                             # (library TensorArray, ArrayState) -> torch TensorArray
 
@@ -540,7 +541,7 @@ def read_value(ta, backend, kind, where):
         if kind == READ:
             return to_torch(ta.read(where), backend), where
         if kind == GATHER:
-            if where is None:                       # stack: every slot there is now
+            if where is EVERY:                      # stack: every slot there is now
                 value = ta.stack()
                 return to_torch(value, backend), range(value.shape[0])
             return to_torch(ta.gather(where), backend), where

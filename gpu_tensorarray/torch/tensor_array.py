@@ -18,7 +18,7 @@ from ..errors import InvalidArgumentError, about
 from ..host import host_ints
 from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
-from .autograd import (CONCAT, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
+from .autograd import (CONCAT, EVERY, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
 from .crossing import (as_dtype, cuda_scope, host_value, refuse_tangent, refuse_tracing, to_backend, torch_dtype,
                        torch_has_cuda)
@@ -207,7 +207,7 @@ class TensorArray:
 
     def stack(self, name=None):
         """Every element stacked along a new first axis."""
-        return self._read(GATHER, None, "stack")
+        return self._read(GATHER, EVERY, "stack")
 
     def concat(self, name=None):
         return self._read(CONCAT, None, "concat")

@@ -1006,6 +1006,22 @@ def test_indices_lengths_and_sizes_that_are_no_dense_tensors_are_invalid_argumen
     assert ta.stack().tolist() == [[1.0] * 3] * 2          # nothing changed
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+@pytest.mark.parametrize("tracked", [False, True])
+def test_gather_of_none_is_the_library_class_s_error(backend, mode, tracked):
+    """None for indices: the library class's error (mode tf1 took it for a stack's own marker)."""
+    with pytest.raises(InvalidArgumentError) as expected:
+        gta.TensorArray("float64", size=2, mode=mode).unstack(np.ones((2, 3))).gather(None)
+    values = torch.ones(2, 3, dtype=F64, device=torch_device(), requires_grad=tracked)
+    ta = TensorArray(F64, size=2, mode=mode).unstack(values)
+    with pytest.raises(InvalidArgumentError) as caught:
+        ta.gather(None)
+    def unnamed(error):
+        return re.sub(r"TensorArrayV3_\d+", "NAME", str(error.value))
+    assert "int32" in unnamed(expected) and unnamed(caught) == unnamed(expected)
+    assert ta.stack().shape == (2, 3)
+
+
 @pytest.mark.parametrize("dynamic, index", [(False, 5), (True, -1)])
 def test_a_write_wrong_twice_raises_the_library_class_error(backend, dynamic, index):
     """A write with a wrong shape and a wrong index, once the element shape is known: the
