@@ -28,7 +28,7 @@ from .gradients import DTYPE_ATTR, GRADIENTS, READS, WRITE_VALUE, Op
 from .host import index_vector
 from .registry import registry
 
-__all__ = ["GradientTape", "UnconnectedGradients", "nested_leaves"]
+__all__ = ["GradientTape", "UnconnectedGradients", "nested_leaves", "reach"]
 
 
 class UnconnectedGradients(enum.Enum):
@@ -241,9 +241,10 @@ class GradientTape:
         return rebuild([None if gradient is None else _own(gradient, id(gradient) in callers, backend)
                         for gradient, backend in grads])
 
-    def _watches(self, source):
-        """Whether ``source`` may have a gradient: every value written inside the tape may."""
-        return True
+    def _watched_ids(self, ops):
+        """The ids of the values that may have a gradient, or None: every value written inside
+        the tape may, and every value read."""
+        return None
 
     def _producer_of(self, target, position):
         """The recorded op that returned ``target``; InvalidArgumentError when none did."""
@@ -280,19 +281,14 @@ class GradientTape:
         it is not connected. All array math runs through the backend of the array the
         gradient went through, which puts it on that array's device."""
         # Which arrays and values depend on the sources (TensorFlow differentiates only
-        # the ops between xs and ys): a write of a reached value reaches its array, a
-        # later read of a reached array reaches its output.
-        # A source of a dtype without gradients (integers, bool, strings) reaches nothing, as in TensorFlow.
-        reached = {id(source) for source in sources if _differentiable(source) and self._watches(source)}
-        arrays = {}                                      # id(array) -> array, reached ones
-        backend_of_value = {}                            # id(value written) -> its first array's backend
-        for op in ops:
-            if op.type in READS:
-                if id(op.array) in arrays:
-                    reached.add(id(op.outputs[0]))
-            elif id(op.inputs[WRITE_VALUE[op.type]]) in reached:
-                arrays[id(op.array)] = op.array
-                backend_of_value.setdefault(id(op.inputs[WRITE_VALUE[op.type]]), op.array.backend)
+        # the ops between xs and ys).
+        # A source of a dtype without gradients (integers, bool, strings) reaches nothing, as in TensorFlow;
+        # one that is a target gets its gradient, watched or not, as in TensorFlow.
+        watched = self._watched_ids(ops)
+        if watched is not None:
+            watched |= {id(target) for target in targets}
+        reached, arrays, backend_of_value = reach(ops, {
+            id(source) for source in sources if _differentiable(source) and (watched is None or id(source) in watched)})
 
         value_grads = {}                                 # id(value) -> its gradient so far
         for target, gradient in zip(targets, target_grads):
@@ -343,6 +339,22 @@ class GradientTape:
             results = [_zeros_like(value, backend_of_value.get(id(value))) if gradient is None else gradient
                        for value, gradient in zip(sources, results)]
         return [(gradient, backend_of_value.get(id(value))) for value, gradient in zip(sources, results)]
+
+
+def reach(ops, reached):
+    """What depends on the values whose ids are ``reached`` through ``ops``, in their order: a
+    write of a reached value reaches its array, a later read of a reached array reaches its
+    output. -> (``reached`` with those outputs, {id(array): array} of the arrays reached,
+    {id(value written): the backend of the first array it reached})."""
+    arrays, backend_of_value = {}, {}
+    for op in ops:
+        if op.type in READS:
+            if id(op.array) in arrays:
+                reached.add(id(op.outputs[0]))
+        elif id(op.inputs[WRITE_VALUE[op.type]]) in reached:
+            arrays[id(op.array)] = op.array
+            backend_of_value.setdefault(id(op.inputs[WRITE_VALUE[op.type]]), op.array.backend)
+    return reached, arrays, backend_of_value
 
 
 class _Ending:

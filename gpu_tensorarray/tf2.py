@@ -36,7 +36,7 @@ from .conversion import host_array as _host_array
 from .errors import InvalidArgumentError as _InvalidArgumentError
 from .gradients import WRITE_VALUE as _WRITE_VALUE
 from .strings import as_strings as _as_strings, is_string_like as _is_string_like
-from .tape import GradientTape as _GradientTape, nested_leaves as _nested_leaves
+from .tape import GradientTape as _GradientTape, nested_leaves as _nested_leaves, reach as _reach
 from .tf2_array import TF2TensorArray as TensorArray
 
 __all__ = ["TensorArray", "constant", "range", "Variable", "function", "GradientTape", "bool", "float16", "float32",
@@ -159,8 +159,9 @@ class GradientTape(_GradientTape):
     ``watch_accessed_variables`` and ``watched_variables``. By default every value given to a
     TensorArray's write, scatter, unstack or split inside the tape is a source (the only sources
     a TensorArray tape has: TensorFlow watches the variables among them); with
-    ``watch_accessed_variables=False`` only what ``watch`` was given is, as in TensorFlow, and a
-    gradient for anything else is unconnected (None, or zeros)."""
+    ``watch_accessed_variables=False`` only what ``watch`` was given, the values read that depend
+    on it and the targets are, as in TensorFlow, and a gradient for anything else is unconnected
+    (None, or zeros)."""
 
     def __init__(self, persistent: builtins.bool = False, watch_accessed_variables: builtins.bool = True) -> None:
         super().__init__(persistent)
@@ -189,8 +190,10 @@ class GradientTape(_GradientTape):
                 variables.append(value)
         return tuple(variables)
 
-    def _watches(self, source: Any) -> builtins.bool:
-        return self._watch_accessed or any(source is value for value in self._watched)
+    def _watched_ids(self, ops: list[Any]) -> set[int] | None:
+        # As TensorFlow's tape records an op once an input is watched or recorded: what was
+        # watched, and every value read that depends on it.
+        return None if self._watch_accessed else _reach(ops, {id(value) for value in self._watched})[0]
 
 
 def function(fn: _F | None = None, **unused_options: Any) -> Any:

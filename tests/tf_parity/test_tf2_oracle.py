@@ -240,6 +240,37 @@ def test_gradients_match_tensorflow(seed):
         np.testing.assert_array_equal(gta.to_numpy(a), e, err_msg=f"source {position}: {ops}")
 
 
+def test_watch_accessed_variables_false_against_tensorflow():
+    """With watch_accessed_variables=False TensorFlow records an op once an input is watched or
+    recorded: a value read that depends on a watched one is a source too, whatever else is
+    asked for (ours gave it None unless the watched value was a source in the same call), and
+    values that depend on no watched value are not."""
+    x0, z0 = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+
+    def program(module, x, z, tape):
+        tape.watch(x)
+        ta = module.TensorArray(module.float64, size=3).write(0, x).write(1, z)
+        r = ta.read(0)
+        ta = ta.write(2, r)
+        apart = module.TensorArray(module.float64, size=1).write(0, z).read(0)
+        return {"r": r, "z": z, "x": x, "apart": apart}, [ta.stack(), apart]
+
+    asked = [["r"], ["x", "r"], ["z"], ["apart"], ["r", "apart", "x"]]     # "apart" is a target
+
+    def gradients(module, x, z):
+        with module.GradientTape(persistent=True, watch_accessed_variables=False) as tape:
+            values, targets = program(module, x, z, tape)
+        return [tape.gradient(targets, [values[name] for name in names]) for names in asked]
+
+    def plain(results):
+        return [[None if g is None else np.asarray(g).tolist() for g in call] for call in results]
+
+    import gpu_tensorarray.tf2 as ours
+    expected = plain(tf.function(lambda x, z: gradients(tf, x, z))(tf.constant(x0), tf.constant(z0)))
+    assert expected[0] == [[1.0, 1.0]] and expected[2] == [None]
+    assert plain(gradients(ours, x0, z0)) == expected
+
+
 def test_documented_tf_gradient_errors():
     """docs/guide.md's two TensorFlow 2 gradient errors with repeated indices, still there."""
     x0, x1 = tf.constant([1.0, 2.0]), tf.constant([3.0, 4.0])
