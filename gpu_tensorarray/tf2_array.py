@@ -222,9 +222,12 @@ class TF2TensorArray(TensorArray):
                 converted = backend.asarray(value)
             except InvalidArgumentError as error:
                 raise messages.tf2_error(error.message, method, type(error)) from None
-            value = value if _typed(value, converted) else converted
-        if value.dtype != self._dtype:
-            native = np.dtype(value.dtype).newbyteorder("=")
+            # (A value taken as it is may state its dtype in its own terms: a torch tensor's.)
+            value, dtype = value if _typed(value, converted) else converted, converted.dtype
+        else:
+            dtype = value.dtype
+        if dtype != self._dtype:
+            native = np.dtype(dtype).newbyteorder("=")
             if native != self._dtype:
                 raise messages.list_dtype(method, dtypes.tf_name(native), dtypes.tf_name(self._dtype))
         if self._dtype is dtypes.STRING:
@@ -539,9 +542,9 @@ def _odd(shape, element_shape, list_shape):
 
 def _typed(value, converted):
     """Whether the op may take ``value`` itself: it states the dtype and shape it converts to
-    (a NumPy scalar, a tf2.Variable), so the checks read what the op will store."""
+    (a NumPy scalar, a tf2.Variable, a torch tensor), so the checks read what the op will store."""
     try:
-        return np.dtype(value.dtype) == converted.dtype and tuple(value.shape) == tuple(converted.shape)
+        return dtypes.as_dtype(value.dtype) == converted.dtype and tuple(value.shape) == tuple(converted.shape)
     except Exception:               # whatever a caller's object raises: the converted value it is
         return False
 

@@ -345,6 +345,26 @@ def test_torch_tensor_sources(backend):
     assert g_counts.dtype == np.int64 and host(g_counts).tolist() == [0, 0]     # integers: not connected
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_torch_tensors_written_by_every_op_are_sources(backend, mode):
+    """Write, unstack, scatter and split of torch tensors: each tensor is a source, with the
+    gradient the op's rule gives it (mode tf2 converted them first: their gradients were None)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    row, rows, scattered_rows, joined = (torch.from_numpy(rng.random(shape)) for shape in [(2,), (2, 2), (2, 2), (3,)])
+    grads = [arr(backend, rng.random(shape), "float64") for shape in [(2,), (2, 2), (2, 2), (3,)]]
+    with gta.GradientTape() as tape:
+        targets = [gta.TensorArray("float64", size=1, mode=mode).write(0, row).read(0),
+                   gta.TensorArray("float64", size=2, mode=mode).unstack(rows).stack(),
+                   gta.TensorArray("float64", size=2, mode=mode).scatter([1, 0], scattered_rows).stack(),
+                   gta.TensorArray("float64", size=2, mode=mode, infer_shape=False).split(joined, [1, 2]).concat()]
+    ours = tape.gradient(targets, [row, rows, scattered_rows, joined], output_gradients=grads)
+    expected = [host(grads[0]), host(grads[1]), host(grads[2])[[1, 0]], host(grads[3])]
+    for position, (gradient, want) in enumerate(zip(ours, expected)):
+        assert gradient is not None, position
+        np.testing.assert_array_equal(host(gradient), want)
+
+
 def test_chained_through_two_arrays(backend):
     """A value read from one array and written, unchanged, into another."""
     x = arr(backend, [[1.0, 2.0], [3.0, 4.0]])
