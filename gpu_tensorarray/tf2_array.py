@@ -497,6 +497,8 @@ class TF2TensorArray(TensorArray):
                 contents.phys[indices] = slots          # a repeated index: the last row wins
                 for index in indices.tolist():
                     contents.slot_shapes[index] = row_shape
+            else:       # nothing written, yet the op takes the value: a tape gives it zeros (TensorFlow's too)
+                raw_ops.TensorArrayScatterV3(contents.handle, indices, value, 0.0)
             self._merge_shape(contents, row_shape)
             if len(indices):
                 self._note_shape(contents, row_shape)

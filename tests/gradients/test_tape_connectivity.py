@@ -101,6 +101,22 @@ def test_connected_zero_gradients_stay_zeros(backend):
     assert_on(backend, g0, g1, g_empty)
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_a_scatter_or_unstack_of_no_rows_gets_zeros_of_its_shape(backend, mode):
+    """Into an array read later: connected, so zeros of the value's shape, as TensorFlow gives
+    (mode tf2 ran no op for a scatter of no rows: None)."""
+    scattered, unstacked = arr(backend, np.zeros((0, 3))), arr(backend, np.zeros((0, 3)))
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=2, element_shape=[3], mode=mode).scatter([], scattered)
+        other = gta.TensorArray(F32, size=0, dynamic_size=True, mode=mode).unstack(unstacked)
+        ta = ta.write(0, arr(backend, [1.0, 2.0, 3.0]))
+        other = other.write(0, arr(backend, [1.0, 2.0, 3.0]))
+        targets = [ta.read(0), other.read(0)]
+    for gradient in tape.gradient(targets, [scattered, unstacked]):
+        assert gradient is not None and gradient.shape == (0, 3) and gradient.dtype == F32
+        assert_on(backend, gradient)
+
+
 @pytest.mark.parametrize("value", ["zeros", "NONE", "", None, 0, ["zero"]])
 def test_invalid_unconnected_gradients(backend, value):
     before = live()
