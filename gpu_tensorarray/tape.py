@@ -154,7 +154,7 @@ class GradientTape:
                                        "already-active tape.")
         if self._used and not self._persistent:
             # As TensorFlow's: a used non-persistent tape entered again records afresh, for one more gradient.
-            self.reset()
+            self._forget()
             self._used = False
         self._recording = True
         try:
@@ -182,7 +182,12 @@ class GradientTape:
             self._stopped -= 1
 
     def reset(self):
-        """Forget everything recorded so far."""
+        """Forget everything recorded so far (inside the tape's block, as TensorFlow allows it)."""
+        if not self._recording:         # TensorFlow's ValueError, and its words
+            raise InvalidArgumentError("Tape is not recording.")
+        self._forget()
+
+    def _forget(self):
         self._ops, self._producer = [], {}
 
     def _add(self, op):
@@ -228,6 +233,9 @@ class GradientTape:
         target_grads = [_target_gradient(target, gradient, producer)
                         for target, gradient, producer in zip(target_list, given, producers)]
         self._used = True
+        if self._recording and not self._persistent:
+            # As TensorFlow's: its gradient taken inside its block, a non-persistent tape stops recording.
+            self.__exit__(None, None, None)
         # No tape of this thread records the computation's own ops. Counted up and down by plain
         # statements around the try (a context manager's exit may be skipped by an interrupt).
         _local.paused = getattr(_local, "paused", 0) + 1

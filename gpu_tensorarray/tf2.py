@@ -33,7 +33,7 @@ import numpy as np
 
 from . import dtypes as _dtypes
 from .conversion import host_array as _host_array
-from .errors import InvalidArgumentError as _InvalidArgumentError
+from .errors import InvalidArgumentError as _InvalidArgumentError, shown as _shown
 from .gradients import WRITE_VALUE as _WRITE_VALUE
 from .strings import as_strings as _as_strings, is_string_like as _is_string_like
 from .tape import GradientTape as _GradientTape, nested_leaves as _nested_leaves, reach as _reach
@@ -171,13 +171,18 @@ class GradientTape(_GradientTape):
     def watch(self, tensor: Any) -> None:
         """Makes ``tensor`` (a value, or a nested structure of them) a source: what it does with
         ``watch_accessed_variables=False``; otherwise every value written is one already."""
-        for value in _nested_leaves(tensor):
+        values = _nested_leaves(tensor)
+        for value in values:
+            if not (hasattr(value, "shape") and hasattr(value, "dtype")):      # TensorFlow's ValueError and words
+                raise _InvalidArgumentError(f"Passed in object {_shown(value)} of type {type(value).__name__!r}, not "
+                                            f"an array (NumPy, CuPy, torch, ...) or a Variable")
+        for value in values:
             if not any(value is seen for seen in self._watched):
                 self._watched.append(value)
 
-    def reset(self) -> None:
-        """Forget everything recorded so far, and what ``watch`` was given (as a new tape)."""
-        super().reset()
+    def _forget(self) -> None:
+        # reset(), and entering a used non-persistent tape again: what ``watch`` was given goes too.
+        super()._forget()
         self._watched = []
 
     def watched_variables(self) -> tuple[Variable, ...]:

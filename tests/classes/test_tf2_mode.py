@@ -734,6 +734,20 @@ def test_watch_accessed_variables_false_makes_only_watched_values_sources(backen
         assert gta.to_numpy(watching.gradient(rows, v)).tolist() == [1.0, 1.0]
 
 
+@pytest.mark.parametrize("leaf", [3.0, None, object(), "x"])
+def test_watch_of_what_is_no_array_is_refused_and_watches_nothing(backend, leaf):
+    """TensorFlow's ValueError (ours an InvalidArgumentError) and its first words; a structure
+    with one such leaf watches none of it (they were taken, and never a source)."""
+    x = np.ones(2)
+    with tf.GradientTape(watch_accessed_variables=False) as tape:
+        for value in (leaf, [x, leaf]):
+            with pytest.raises(errors.InvalidArgumentError, match=f"^Passed in object {re.escape(repr(leaf))} of "
+                                                                  f"type '{type(leaf).__name__}', not an array"):
+                tape.watch(value)
+        rows = tf.TensorArray(tf.float64, size=1).write(0, x).stack()
+    assert tape.gradient(rows, x) is None
+
+
 @pytest.mark.parametrize("fresh", ["reset", "entered again"])
 def test_a_reset_or_reentered_tape_forgets_what_was_watched(backend, fresh):
     """As in TensorFlow, reset() and entering a used non-persistent tape again start a new tape: a

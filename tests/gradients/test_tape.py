@@ -553,8 +553,29 @@ def test_reentering_tapes(backend):
     with tape:                                            # a persistent tape records again
         r = ta.read(0)
     np.testing.assert_array_equal(host(tape.gradient(r, x)), [1.0])
-    tape.reset()
+    with pytest.raises(errors.InvalidArgumentError, match="^Tape is not recording.$"):
+        tape.reset()                                      # TensorFlow's ValueError: only inside the block
+    assert len(tape.operations) == 2
+    with tape:
+        tape.reset()
     assert tape.operations == ()
+
+
+def test_a_non_persistent_tape_s_gradient_inside_its_block_stops_its_recording(backend):
+    """As TensorFlow's: later ops are not recorded, and stop_recording() and reset() say it is not
+    recording (both were taken)."""
+    x = arr(backend, [1.0])
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray(F32, size=2, clear_after_read=False).write(0, x)
+        np.testing.assert_array_equal(host(tape.gradient(ta.read(0), x)), [1.0])
+        with pytest.raises(errors.FailedPreconditionError, match="^Trying to stop recording a tape which is not "
+                                                                 "recording.$"):
+            with tape.stop_recording():
+                pass
+        with pytest.raises(errors.InvalidArgumentError, match="^Tape is not recording.$"):
+            tape.reset()
+        ta.read(0)
+    assert tape.operations == () and not gta.raw_ops.recording()
 
 
 # -- check_gradients ----------------------------------------------------------------------------------

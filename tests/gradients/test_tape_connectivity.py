@@ -200,7 +200,8 @@ def test_targets_other_tapes_or_no_tape_recorded(backend):
             tape.gradient([recorded] * position + [target], x)
     np.testing.assert_array_equal(host(tape.gradient([recorded, value], x)), [2.0, 2.0])
     np.testing.assert_array_equal(host(other.gradient(elsewhere, x, unconnected_gradients="zero")), [0.0, 0.0])
-    tape.reset()
+    with tape:
+        tape.reset()
     with pytest.raises(errors.InvalidArgumentError, match=NOT_RECORDED):
         tape.gradient(recorded, x)
     ta.close()
