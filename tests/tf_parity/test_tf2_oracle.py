@@ -401,6 +401,27 @@ def test_documented_crashes_and_contradictions_are_still_there():
         eager_fibonacci()                                           # eager honours clear_after_read
     assert tf.function(eager_fibonacci)().numpy().tolist() == [0.0, 1.0, 1.0, 2.0]
 
+    def one_write_unrecorded(x, z):
+        with tf.GradientTape() as tape:
+            tape.watch([x, z])
+            ta = tf.TensorArray(tf.float64, size=2).write(0, x)
+            with tape.stop_recording():
+                ta = ta.write(1, z)
+            rows = ta.stack()
+        return tape.gradient(rows, [x, z])
+
+    x, z = tf.constant([1.0, 2.0], tf.float64), tf.constant([3.0, 4.0], tf.float64)
+    assert tf.function(one_write_unrecorded)(x, z) == [None, None]         # the list's chain is cut
+    assert [g.numpy().tolist() for g in one_write_unrecorded(x, z)] == [[1.0, 1.0]] * 2    # eager records it
+    x, z = x.numpy(), z.numpy()
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray("float64", size=2, mode="tf2").write(0, x)
+        with tape.stop_recording():
+            ta = ta.write(1, z)
+        rows = ta.stack()
+    gx, gz = tape.gradient(rows, [x, z])
+    assert gx.tolist() == [1.0, 1.0] and gz is None                 # ours: only the unrecorded op's value
+
 
 @pytest.mark.parametrize("case", [
     (dict(size=3, element_shape=[None]), lambda ta: ta.stack()),
