@@ -206,8 +206,9 @@ class GradientTape:
         them; anything else, a copy of one or math on one included, raises
         InvalidArgumentError). sources: a value passed to write/scatter/unstack/split
         inside the tape, or a nested structure of them. output_gradients: the gradients
-        of the targets (their structure; None or a missing entry means ones like the
-        target). unconnected_gradients: "none" (or UnconnectedGradients.NONE) gives None
+        of the targets (their structure, or any that flattens to one per target as
+        tf.nest flattens it; None or a missing entry means ones like the target; a dtype
+        that casts to the target's safely is cast). unconnected_gradients: "none" (or UnconnectedGradients.NONE) gives None
         for a source the targets do not depend on, "zero" gives zeros of its shape and
         dtype; a source of a dtype without gradients (integers, bool, strings) is not
         connected. Returns one gradient per source, in the sources' structure: an array
@@ -494,19 +495,30 @@ def _packed(structure, leaves):
 
 def _along(targets, output_gradients):
     """The output gradients of a structure of targets, one entry per target in nested_leaves' order:
-    ``output_gradients`` has the targets' structure, its entries anything (a Python list too)."""
+    ``output_gradients`` has the targets' structure, its entries anything (a Python list too), or
+    it flattens, as tf.nest flattens it (TensorFlow's way), to one leaf per target."""
+    try:
+        return _structured(targets, output_gradients)
+    except InvalidArgumentError:
+        leaves = nested_leaves(output_gradients)
+        if len(leaves) != len(nested_leaves(targets)):
+            raise
+        return leaves
+
+
+def _structured(targets, output_gradients):
     if isinstance(targets, dict):
         if not isinstance(output_gradients, dict) or set(output_gradients) != set(targets):
             raise InvalidArgumentError(f"output_gradients must have the targets' keys {sorted(targets)}, got "
                                        f"{type(output_gradients).__name__}")
-        return [entry for key in sorted(targets) for entry in _along(targets[key], output_gradients[key])]
+        return [entry for key in sorted(targets) for entry in _structured(targets[key], output_gradients[key])]
     if isinstance(targets, (list, tuple)):
         if not isinstance(output_gradients, (list, tuple)) or len(output_gradients) != len(targets):
             raise InvalidArgumentError(f"output_gradients must be a list with one entry per target "
                                        f"({len(targets)}), got {type(output_gradients).__name__}"
                                        + (f" of {len(output_gradients)}" if isinstance(output_gradients, (list, tuple))
                                           else ""))
-        return [entry for target, given in zip(targets, output_gradients) for entry in _along(target, given)]
+        return [entry for target, given in zip(targets, output_gradients) for entry in _structured(target, given)]
     return [output_gradients]
 
 
@@ -524,7 +536,8 @@ def _output_gradient_list(output_gradients, targets, count):
 
 
 def _target_gradient(target, gradient, producer):
-    """The gradient of one target: ones like it by default; else the caller's, checked."""
+    """The gradient of one target: ones like it by default; else the caller's, checked, as an
+    array of the target's backend and dtype (one that casts to it safely, float32 for float64, is cast)."""
     backend = producer.array.backend
     if gradient is None:
         return backend.from_host(np.ones(tuple(target.shape), target.dtype))
@@ -535,9 +548,13 @@ def _target_gradient(target, gradient, producer):
             raise InvalidArgumentError(f"An output gradient {shown(gradient)} cannot be converted to the target's "
                                        f"dtype {target.dtype}: {described(error)}") from None
         gradient = backend.asarray(host)
+    elif type(gradient) is not backend.array_type:
+        gradient = backend.asarray(gradient)         # a torch tensor, another backend's array: its dtype, NumPy's
     if gradient.dtype != target.dtype:
-        raise InvalidArgumentError(f"An output gradient of dtype {gradient.dtype} was given for a target of "
-                                   f"dtype {target.dtype}")
+        if not np.can_cast(gradient.dtype, target.dtype, "safe"):
+            raise InvalidArgumentError(f"An output gradient of dtype {gradient.dtype} was given for a target of "
+                                       f"dtype {target.dtype}")
+        gradient = gradient.astype(target.dtype)
     if tuple(gradient.shape) != tuple(target.shape):
         raise InvalidArgumentError(f"An output gradient of shape {list(gradient.shape)} was given for a target "
                                    f"of shape {list(target.shape)}")

@@ -769,4 +769,23 @@ def test_nested_structures_of_targets_sources_and_output_gradients(backend):
                          output_gradients={"r": arr(backend, [5.0, 5.0]), "s": None})
     assert type(pair) is Pair and host(pair.first).tolist() == [1.0, 1.0] and host(pair.second).tolist() == [6.0, 6.0]
     with pytest.raises(errors.InvalidArgumentError, match="the targets' keys"):
-        tape.gradient({"s": stacked}, x, output_gradients={"t": None})
+        tape.gradient({"s": stacked}, x, output_gradients={"t": None, "u": None})
+    # Another structure that tf.nest flattens to one leaf per target: TensorFlow's way, taken too.
+    assert host(tape.gradient({"r": second}, y, output_gradients=[arr(backend, [5.0, 6.0])])).tolist() == [5.0, 6.0]
+    assert host(tape.gradient([second], y, output_gradients={"any": arr(backend, [5.0, 6.0])})).tolist() == [5.0, 6.0]
+
+
+def test_output_gradients_of_another_kind_of_array_or_a_safe_dtype_are_taken(backend):
+    """A torch tensor, and a dtype that casts to the target's safely (float32 for float64, as
+    TensorFlow takes it); a cast that loses is refused."""
+    torch = pytest.importorskip("torch")
+    x = arr(backend, [1.0, 2.0], "float64")
+    with gta.GradientTape(persistent=True) as tape:
+        wide = gta.TensorArray("float64", size=1).write(0, x).read(0)
+        narrow = gta.TensorArray(F32, size=1).write(0, arr(backend, [1.0, 2.0])).read(0)
+    for given in (torch.tensor([2.0, 3.0], dtype=torch.float64), np.array([2.0, 3.0], np.float32)):
+        gradient = tape.gradient(wide, x, output_gradients=given)
+        assert gradient.dtype == np.float64 and host(gradient).tolist() == [2.0, 3.0]
+        assert_on(backend, gradient)
+    with pytest.raises(errors.InvalidArgumentError, match="dtype float64 was given for a target of dtype float32"):
+        tape.gradient(narrow, [], output_gradients=np.array([2.0, 3.0]))
