@@ -474,16 +474,25 @@ def _as_list(values, what):
 def nested_leaves(structure):
     """The values of a nested structure (lists, tuples, namedtuples, dicts by sorted key), as tf.nest flattens it."""
     if isinstance(structure, dict):
-        return [leaf for key in sorted(structure) for leaf in nested_leaves(structure[key])]
+        return [leaf for key in _sorted_keys(structure) for leaf in nested_leaves(structure[key])]
     if isinstance(structure, (list, tuple)):
         return [leaf for item in structure for leaf in nested_leaves(item)]
     return [structure]
 
 
+def _sorted_keys(mapping):
+    """A dict's keys in tf.nest's order; keys that do not sort are InvalidArgumentError (tf.nest's TypeError)."""
+    try:
+        return sorted(mapping)
+    except Exception as error:          # keys of types that do not compare, or a key's own __lt__ failing
+        raise InvalidArgumentError(f"A dict's keys must sort, as tf.nest sorts them to flatten a structure: "
+                                   f"{described(error)}") from None
+
+
 def _packed(structure, leaves):
     """``structure`` with its leaves taken from the iterator ``leaves``, in nested_leaves' order."""
     if isinstance(structure, dict):
-        values = {key: _packed(structure[key], leaves) for key in sorted(structure)}
+        values = {key: _packed(structure[key], leaves) for key in _sorted_keys(structure)}
         return {key: values[key] for key in structure}
     if isinstance(structure, (list, tuple)):
         items = [_packed(item, leaves) for item in structure]
@@ -509,9 +518,9 @@ def _along(targets, output_gradients):
 def _structured(targets, output_gradients):
     if isinstance(targets, dict):
         if not isinstance(output_gradients, dict) or set(output_gradients) != set(targets):
-            raise InvalidArgumentError(f"output_gradients must have the targets' keys {sorted(targets)}, got "
+            raise InvalidArgumentError(f"output_gradients must have the targets' keys {_sorted_keys(targets)}, got "
                                        f"{type(output_gradients).__name__}")
-        return [entry for key in sorted(targets) for entry in _structured(targets[key], output_gradients[key])]
+        return [entry for key in _sorted_keys(targets) for entry in _structured(targets[key], output_gradients[key])]
     if isinstance(targets, (list, tuple)):
         if not isinstance(output_gradients, (list, tuple)) or len(output_gradients) != len(targets):
             raise InvalidArgumentError(f"output_gradients must be a list with one entry per target "

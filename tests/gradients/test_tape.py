@@ -775,6 +775,21 @@ def test_nested_structures_of_targets_sources_and_output_gradients(backend):
     assert host(tape.gradient([second], y, output_gradients={"any": arr(backend, [5.0, 6.0])})).tolist() == [5.0, 6.0]
 
 
+def test_dicts_whose_keys_do_not_sort_are_invalid_arguments(backend):
+    """tf.nest sorts a dict's keys (TensorFlow raises TypeError for {1: .., "x": ..}): the library's
+    error, for targets, sources, output gradients and tf2's watch alike."""
+    import gpu_tensorarray.tf2 as tf2
+    x = arr(backend, [1.0, 2.0])
+    with tf2.GradientTape(persistent=True) as tape:
+        with pytest.raises(errors.InvalidArgumentError, match="^A dict's keys must sort"):
+            tape.watch({1: x, "x": x})
+        read = gta.TensorArray(F32, size=1).write(0, x).read(0)
+    for call in (lambda: tape.gradient(read, {1: x, "x": x}), lambda: tape.gradient({1: read, "r": read}, x),
+                 lambda: tape.gradient([read], x, output_gradients={1: None, "r": None})):
+        with pytest.raises(errors.InvalidArgumentError, match="^A dict's keys must sort|one entry per target"):
+            call()
+
+
 def test_output_gradients_of_another_kind_of_array_or_a_safe_dtype_are_taken(backend):
     """A torch tensor, and a dtype that casts to the target's safely (float32 for float64, as
     TensorFlow takes it); a cast that loses is refused."""
