@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "shown", "described", "about", "allocation_over_limit", "OpError", "CancelledError", "UnknownError", "InvalidArgumentError",
+    "OpError", "CancelledError", "UnknownError", "InvalidArgumentError",
     "DeadlineExceededError", "NotFoundError", "AlreadyExistsError",
     "PermissionDeniedError", "ResourceExhaustedError", "FailedPreconditionError",
     "AbortedError", "OutOfRangeError", "UnimplementedError", "InternalError",

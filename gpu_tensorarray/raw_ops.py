@@ -125,10 +125,10 @@ def TensorArrayV3(size, dtype, element_shape=None, dynamic_size=False, clear_aft
         raise InvalidArgumentError("Size should be >= 0.")
     backend = get_backend()
     flow = _new_flow(backend)                   # before the array exists: a failure leaves nothing
-    handle = registry.create(backend, dtype, size, element_shape, _attr_bool(dynamic_size, "dynamic_size"),
-                             _attr_bool(clear_after_read, "clear_after_read"),
-                             _attr_bool(identical_element_shapes, "identical_element_shapes"),
-                             _attr_string(tensor_array_name, "tensor_array_name"))
+    handle = registry.create(backend, dtype, size, element_shape, _attr_bool(dynamic_size, "dynamic_size", False),
+                             _attr_bool(clear_after_read, "clear_after_read", True),
+                             _attr_bool(identical_element_shapes, "identical_element_shapes", False),
+                             _attr_string(tensor_array_name, "tensor_array_name", default=""))
     return TensorArrayV3Output(handle, flow)
 
 
@@ -280,7 +280,11 @@ def _decoded(data):
     return data.decode("utf-8", "surrogateescape")
 
 
-def _attr_string(value, what, owner=None):
+# An attribute given as None takes its default, as TensorFlow's op builder takes it (a required one has none).
+
+def _attr_string(value, what, owner=None, default=None):
+    if value is None and default is not None:
+        return default
     if isinstance(value, bytes):
         value = _decoded(bytes(value))
     if isinstance(value, str):
@@ -288,7 +292,9 @@ def _attr_string(value, what, owner=None):
     raise InvalidArgumentError(f"{what} must be a string, got {type(value).__name__}: {shown(value)}{about(owner)}")
 
 
-def _attr_bool(value, what):
+def _attr_bool(value, what, default):
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
+    if value is None:
+        return default
     raise InvalidArgumentError(f"Expected bool for argument '{what}' not {shown(value)}.")

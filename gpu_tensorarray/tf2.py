@@ -25,11 +25,11 @@ NumPy (or CuPy) arrays, and math on them is NumPy's.
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Callable
-from typing import Any, TypeVar
+import builtins as _builtins
+from collections.abc import Callable as _Callable
+from typing import Any as _Any, TypeVar as _TypeVar
 
-import numpy as np
+import numpy as _np
 
 from . import dtypes as _dtypes
 from .conversion import host_array as _host_array
@@ -43,19 +43,19 @@ __all__ = ["TensorArray", "constant", "range", "Variable", "function", "Gradient
            "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "complex64",
            "complex128"]
 
-bool = np.dtype("bool")  # noqa: A001 (TensorFlow's name)
-float16, float32, float64 = np.dtype("float16"), np.dtype("float32"), np.dtype("float64")
-int8, int16, int32, int64 = np.dtype("int8"), np.dtype("int16"), np.dtype("int32"), np.dtype("int64")
-uint8, uint16, uint32, uint64 = np.dtype("uint8"), np.dtype("uint16"), np.dtype("uint32"), np.dtype("uint64")
-complex64, complex128 = np.dtype("complex64"), np.dtype("complex128")
+bool = _np.dtype("bool")  # noqa: A001 (TensorFlow's name)
+float16, float32, float64 = _np.dtype("float16"), _np.dtype("float32"), _np.dtype("float64")
+int8, int16, int32, int64 = _np.dtype("int8"), _np.dtype("int16"), _np.dtype("int32"), _np.dtype("int64")
+uint8, uint16, uint32, uint64 = _np.dtype("uint8"), _np.dtype("uint16"), _np.dtype("uint32"), _np.dtype("uint64")
+complex64, complex128 = _np.dtype("complex64"), _np.dtype("complex128")
 
-_F = TypeVar("_F", bound=Callable[..., Any])
+_F = _TypeVar("_F", bound=_Callable[..., _Any])
 
 
-def constant(value: Any, dtype: Any = None) -> np.ndarray:
+def constant(value: _Any, dtype: _Any = None) -> _np.ndarray:
     """A NumPy array of ``value``, typed as tf.constant types it (strings: an object array of bytes)."""
     if hasattr(value, "dtype") and dtype is None:
-        value = np.asarray(value)
+        value = _np.asarray(value)
         return _as_strings(value) if value.dtype.kind in "SU" else value
     if dtype is None:
         host = _host_array(value)
@@ -71,7 +71,7 @@ def constant(value: Any, dtype: Any = None) -> np.ndarray:
 _RANGE_DTYPES = ("int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 
-def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> np.ndarray:  # noqa: A001
+def range(start: _Any, limit: _Any = None, delta: _Any = 1, dtype: _Any = None) -> _np.ndarray:  # noqa: A001
     """tf.range: ``start, start + delta, ...`` up to ``limit`` (``range(n)``: 0 .. n-1). Its
     arguments typed as tf.constant types them (ints int32, or int64 past it; floats float32), the
     highest of them the result's dtype, unless ``dtype`` is given (then they convert to it)."""
@@ -98,56 +98,56 @@ def range(start: Any, limit: Any = None, delta: Any = 1, dtype: Any = None) -> n
         raise _InvalidArgumentError(f"Requires start <= limit when delta > 0: {start}/{limit}")
     if delta < 0 and start < limit:
         raise _InvalidArgumentError(f"Requires start >= limit when delta < 0: {start}/{limit}")
-    return np.arange(start, limit, delta, dtype=dtype)
+    return _np.arange(start, limit, delta, dtype=dtype)
 
 
 class Variable:
     """tf.Variable's value semantics: one mutable value, read by every op as an array
     (``np.asarray(v)``, or passed to ``ta.write``) at the time of the op."""
 
-    def __init__(self, initial_value: Any, dtype: Any = None, name: str | None = None) -> None:
-        self._value = np.array(constant(initial_value, dtype))
+    def __init__(self, initial_value: _Any, dtype: _Any = None, name: str | None = None) -> None:
+        self._value = _np.array(constant(initial_value, dtype))
         self.name = name
 
     @property
-    def dtype(self) -> np.dtype:
+    def dtype(self) -> _np.dtype:
         return self._value.dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
         return self._value.shape
 
-    def assign(self, value: Any) -> Variable:
+    def assign(self, value: _Any) -> Variable:
         """Replace the value (same dtype and shape)."""
         self._value = self._same(value, lambda old, new: new)
         return self
 
-    def assign_add(self, delta: Any) -> Variable:
+    def assign_add(self, delta: _Any) -> Variable:
         """Add ``delta`` to the value."""
-        self._value = self._same(delta, np.add)
+        self._value = self._same(delta, _np.add)
         return self
 
-    def assign_sub(self, delta: Any) -> Variable:
+    def assign_sub(self, delta: _Any) -> Variable:
         """Subtract ``delta`` from the value."""
-        self._value = self._same(delta, np.subtract)
+        self._value = self._same(delta, _np.subtract)
         return self
 
-    def _same(self, value: Any, combine: Callable[[np.ndarray, np.ndarray], Any]) -> np.ndarray:
+    def _same(self, value: _Any, combine: _Callable[[_np.ndarray, _np.ndarray], _Any]) -> _np.ndarray:
         # Converted as tf.Variable converts it, to its dtype: 2.5 for an int32 variable is refused, not truncated.
-        new = np.asarray(combine(self._value, constant(value, self._value.dtype)))
+        new = _np.asarray(combine(self._value, constant(value, self._value.dtype)))
         if new.shape != self._value.shape:
             raise _InvalidArgumentError(f"Cannot assign a value of shape {list(new.shape)} to a variable of shape "
                                        f"{list(self._value.shape)}")
         return new.astype(self._value.dtype, copy=False)
 
-    def read_value(self) -> np.ndarray:
+    def read_value(self) -> _np.ndarray:
         """A copy of the value now."""
         return self._value.copy()
 
-    def numpy(self) -> np.ndarray:
+    def numpy(self) -> _np.ndarray:
         return self.read_value()
 
-    def __array__(self, dtype: Any = None, copy: builtins.bool | None = None) -> np.ndarray:
+    def __array__(self, dtype: _Any = None, copy: _builtins.bool | None = None) -> _np.ndarray:
         return self._value.astype(dtype) if dtype is not None else self._value.copy()
 
     def __repr__(self) -> str:
@@ -163,12 +163,12 @@ class GradientTape(_GradientTape):
     on it and the targets are, as in TensorFlow, and a gradient for anything else is unconnected
     (None, or zeros)."""
 
-    def __init__(self, persistent: builtins.bool = False, watch_accessed_variables: builtins.bool = True) -> None:
+    def __init__(self, persistent: _builtins.bool = False, watch_accessed_variables: _builtins.bool = True) -> None:
         super().__init__(persistent)
-        self._watch_accessed = builtins.bool(watch_accessed_variables)
-        self._watched: list[Any] = []
+        self._watch_accessed = _builtins.bool(watch_accessed_variables)
+        self._watched: list[_Any] = []
 
-    def watch(self, tensor: Any) -> None:
+    def watch(self, tensor: _Any) -> None:
         """Makes ``tensor`` (a value, or a nested structure of them) a source: what it does with
         ``watch_accessed_variables=False``; otherwise every value written is one already."""
         values = _nested_leaves(tensor)
@@ -195,15 +195,18 @@ class GradientTape(_GradientTape):
                 variables.append(value)
         return tuple(variables)
 
-    def _watched_ids(self, ops: list[Any]) -> set[int] | None:
+    def _watched_ids(self, ops: list[_Any]) -> set[int] | None:
         # As TensorFlow's tape records an op once an input is watched or recorded: what was
         # watched, and every value read that depends on it.
         return None if self._watch_accessed else _reach(ops, {id(value) for value in self._watched})[0]
 
 
-def function(fn: _F | None = None, **unused_options: Any) -> Any:
+def function(fn: _F | None = None, **unused_options: _Any) -> _Any:
     """tf.function's place: returns ``fn`` itself (TensorArrays here follow the
     tf.function rules everywhere)."""
     if fn is None:
         return lambda inner: inner
     return fn
+
+
+del annotations      # the __future__ import's name: the module's names are TensorFlow's alone

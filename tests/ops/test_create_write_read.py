@@ -67,6 +67,21 @@ def test_default_name_is_TensorArrayV3_counter(backend):
     assert b == a + 1
 
 
+def test_none_for_an_attribute_is_its_default(backend):
+    """As TensorFlow's op builder takes None (tf.raw_ops and tf.function alike): no dynamic size,
+    reads that clear, the default name (these were InvalidArgumentError)."""
+    handle, flow = ro.TensorArrayV3(size=1, dtype="float32", dynamic_size=None, clear_after_read=None,
+                                    identical_element_shapes=None, tensor_array_name=None)
+    assert handle.name.startswith("TensorArrayV3_")
+    flow = ro.TensorArrayWriteV3(handle=handle, index=0, value=np.ones(2, np.float32), flow_in=flow)
+    with pytest.raises(errors.InvalidArgumentError, match="not resizeable"):
+        ro.TensorArrayWriteV3(handle=handle, index=1, value=np.ones(2, np.float32), flow_in=flow)
+    ro.TensorArrayReadV3(handle=handle, index=0, flow_in=flow, dtype="float32")
+    with pytest.raises(errors.InvalidArgumentError, match="twice"):
+        ro.TensorArrayReadV3(handle=handle, index=0, flow_in=flow, dtype="float32")
+    ro.TensorArrayCloseV3(handle=handle)
+
+
 def test_tensor_array_name_is_the_base_and_the_counter_is_process_wide(backend):
     first, _ = new(1, tensor_array_name="foo")
     second, _ = new(1)
