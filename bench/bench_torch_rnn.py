@@ -159,6 +159,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="numpy")
     args = parser.parse_args(argv)
+    try:
+        gta.get_backend(args.backend)
+    except gta.errors.OpError as error:
+        parser.error(f"--backend {args.backend}: {str(error).splitlines()[0]}")
     step = rnn_step_row(args.backend)
     print(f"torch rnn step (backend {args.backend}; GRU hidden 32, T={STEPS}, batch {BATCH}, float32, 1 thread, forward+"
           f"backward): TensorArrays {step['tensorarray'] * 1e3:.2f} ms, list+torch.stack "

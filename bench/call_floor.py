@@ -72,6 +72,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=41, help="rounds per run (default 41)")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds needs a count of at least 1")
     with gta.device("numpy"):
         runs = [one_run(args.rounds) for _ in range(3)]
     for name in runs[0]:

@@ -40,8 +40,13 @@ class UsageError(Exception):
     """A mistake on the command line: one line on stderr, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):       # a usage error is one line, as the command's own
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def parser():
-    made = argparse.ArgumentParser(
+    made = _Parser(
         prog="python -m bench",
         description="Time gpu_tensorarray's ops (raw_ops as users call them: keywords, NumPy integer scalars, "
                     "int32 indices, and the fastest form beside them) against a copy of as much memory and, with "
@@ -110,6 +115,11 @@ def run_bench(args):
             import matplotlib  # noqa: F401
         except ImportError:
             raise UsageError("--plot needs matplotlib (bench/requirements.txt)") from None
+    for option in ("json", "plot"):     # checked now, not once the rows (minutes) have run
+        path = getattr(args, option)
+        if path and (os.path.isdir(path) or not os.access(
+                path if os.path.exists(path) else os.path.dirname(os.path.abspath(path)), os.W_OK)):
+            raise UsageError(f"--{option} {path!r}: cannot write there")
     if args.repeat < 1:
         raise UsageError("--repeat needs a count of at least 1")
     if args.threads is not None and args.threads < 1:

@@ -62,6 +62,9 @@ class Checkout:
 
     def __init__(self, path, label):
         self.path, self.label = str(pathlib.Path(path).resolve()), label
+        package = pathlib.Path(self.path) / PACKAGE
+        if not (package / "__init__.py").is_file():
+            raise SystemExit(f"error: {path!r} is not a checkout: it has no {PACKAGE}/__init__.py")
         _forget()
         sys.path.insert(0, self.path)
         try:
@@ -69,6 +72,9 @@ class Checkout:
             importlib.import_module(PACKAGE + ".raw_ops")
         finally:
             sys.path.remove(self.path)
+        if pathlib.Path(self.lib.__file__).resolve().parent != package.resolve():
+            # sys.path's first entry ('' for python -c, the script's folder) found another copy first
+            raise SystemExit(f"error: {PACKAGE} came from {self.lib.__file__}, not from the checkout {path!r}")
         self.modules = {name: module for name, module in sys.modules.items() if _ours(name)}
 
     def __enter__(self):

@@ -33,13 +33,17 @@ def _backend(text):
 
 def _json_file(text):
     """--json's type: "-" (stdout) or a file that can be written, which is checked before
-    the selftest runs (minutes on a new GPU), not after. Appending leaves a file as it was."""
-    if text != "-":
-        try:
-            open(text, "a").close()
-        except OSError as error:
-            raise argparse.ArgumentTypeError(f"cannot write {text!r}: {error.strerror or error}") from None
+    the selftest runs (minutes on a new GPU), not after, and without making it."""
+    if text != "-" and not _writable(text):
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}")
     return text
+
+
+def _writable(path):
+    """Whether a file can be written at ``path`` (an existing file, or a new one in its folder)."""
+    if os.path.isdir(path):
+        return False
+    return os.access(path if os.path.exists(path) else os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
 def _prog(argv0):
@@ -60,12 +64,16 @@ def info(args):
     available = gta.available_backends()
     for name, problem in available.items():
         print(f"  {name:9s} {'available' if problem is None else 'unavailable: ' + problem}")
-    name, reason = gta.default_backend()
-    print(f"default backend: {name} ({reason})")
+    try:
+        name, reason = gta.default_backend()
+        print(f"default backend: {name} ({reason})")
+    except gta.errors.OpError as error:         # GPU_TENSORARRAY_BACKEND names no backend: the report goes on
+        name = None
+        print(f"default backend: none ({error})")
     print(f"accumulation: {gta.get_accumulation()}")
     usable, how = cpu_kernels.status()
     print(f"compiled scatter-add (numpy backend): {how if usable else 'not used: ' + how}")
-    return 0 if available[name] is None else 1
+    return 0 if name is not None and available[name] is None else 1
 
 
 def demo(args):

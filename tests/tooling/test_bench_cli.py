@@ -260,6 +260,9 @@ def test_torch_rnn_rows_time_both_models_with_equal_gradients(tmp_path):
     (["--backend", "tpu"], "--backend tpu: "),
     (["--repeat", "0"], "--repeat needs a count of at least 1"),
     (["--threads", "0"], "--threads needs a count of at least 1"),
+    (["--bogus"], "unrecognized arguments: --bogus"),                 # argparse's own: its usage block was 3 lines
+    (["--repeat", "x"], "argument --repeat: invalid int value: 'x'"),
+    (["--json", "/no/such/folder/bench.json"], "--json '/no/such/folder/bench.json': cannot write there"),
 ])
 def test_every_usage_error_is_one_line_and_exit_status_2(tmp_path, arguments, message):
     done = _bench("--tiny", *arguments, cwd=tmp_path)
@@ -327,6 +330,20 @@ def test_compare_ops_times_two_checkouts_in_one_process(tmp_path):
     pair = re.search(r"raw_read_np_int32_over_int\s+new ([+-]\d+) ns \[.*\], old ([+-]\d+) ns", summary)
     assert pair, done.stdout
     assert int(pair[2]) > 150_000 and int(pair[1]) < 50_000, done.stdout    # old: a second 200 us sleep
+
+
+@pytest.mark.parametrize("script, arguments, says", [
+    ("compare_ops.py", ["/no/such/checkout", _REPOSITORY], "'/no/such/checkout' is not a checkout"),
+    ("call_floor.py", ["--rounds", "0"], "--rounds needs a count of at least 1"),
+    ("bench_torch_rnn.py", ["--backend", "bogus"], "--backend bogus: Unknown device or backend 'bogus'"),
+])
+def test_the_bench_scripts_refuse_bad_arguments_in_one_line(tmp_path, script, arguments, says):
+    """compare_ops.py timed whatever gpu_tensorarray it could import as both checkouts; call_floor.py
+    printed 'inf us'; bench_torch_rnn.py ended in a traceback."""
+    done = subprocess.run([sys.executable, os.path.join(_REPOSITORY, "bench", script), *arguments],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
+    assert says in done.stderr.strip().splitlines()[-1], done.stderr
 
 
 def test_compare_ops_times_the_backward_pass_alone(tmp_path):

@@ -119,6 +119,15 @@ def test_selftest_with_nothing_to_check_says_so_and_exits_1(capsys, monkeypatch)
     assert "nothing was checked" in err.splitlines()[-1]
 
 
+def test_info_with_an_unknown_backend_in_the_environment_reports_it_and_goes_on(capsys, monkeypatch):
+    """The diagnostic command: every line, the default backend's naming the problem, exit 1 (it
+    stopped half-way with an error)."""
+    monkeypatch.setenv("GPU_TENSORARRAY_BACKEND", "bogus")
+    code, out, err = _run(["info"], capsys, monkeypatch)
+    assert code == 1 and err == ""
+    assert "default backend: none (Unknown device or backend 'bogus'" in out and "accumulation:" in out, out
+
+
 def test_selftest_refuses_an_unwritable_json_file_before_checking(capsys, monkeypatch, tmp_path):
     ran = []
     passed = selftest.Check("numpy", "cpu", "load", "-", "-", "-", "works", True)
@@ -128,6 +137,9 @@ def test_selftest_refuses_an_unwritable_json_file_before_checking(capsys, monkey
         assert (code, out, err.count("\n")) == (2, "", 1), err
         assert err.startswith("gpu-tensorarray selftest: error: ") and repr(str(path)) in err, err
     assert ran == []
+    never = tmp_path / "never.json"             # a refused command leaves no file behind (an empty one was)
+    code, out, err = _run(["selftest", "--backend", "tpu", "--json", str(never)], capsys, monkeypatch)
+    assert code == 2 and not never.exists()
     written = tmp_path / "x.json"
     code, out, err = _run(["selftest", "--backend", "numpy", "--json", str(written)], capsys, monkeypatch)
     assert code == 0 and ran == ["numpy"] and json.loads(written.read_text()) == [asdict(passed)]
