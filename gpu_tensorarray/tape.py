@@ -183,7 +183,7 @@ class GradientTape:
 
     def reset(self):
         """Forget everything recorded so far (inside the tape's block, as TensorFlow allows it)."""
-        if not self._recording:         # TensorFlow's ValueError, and its words
+        if not self._recording or self._stopped:    # TensorFlow's ValueError, and its words
             raise InvalidArgumentError("Tape is not recording.")
         self._forget()
 
@@ -207,8 +207,8 @@ class GradientTape:
         InvalidArgumentError). sources: a value passed to write/scatter/unstack/split
         inside the tape, or a nested structure of them. output_gradients: the gradients
         of the targets (their structure, or any that flattens to one per target as
-        tf.nest flattens it; None or a missing entry means ones like the target; a dtype
-        that casts to the target's safely is cast). unconnected_gradients: "none" (or UnconnectedGradients.NONE) gives None
+        tf.nest flattens it; None or a missing entry means ones like the target; each of
+        the target's dtype, a torch tensor too). unconnected_gradients: "none" (or UnconnectedGradients.NONE) gives None
         for a source the targets do not depend on, "zero" gives zeros of its shape and
         dtype; a source of a dtype without gradients (integers, bool, strings) is not
         connected. Returns one gradient per source, in the sources' structure: an array
@@ -537,7 +537,12 @@ def _output_gradient_list(output_gradients, targets, count):
     if not isinstance(targets, (list, tuple, dict)):
         if output_gradients is None:
             return [None]
-        # One target: its gradient, also as a list of one (TensorFlow takes both).
+        # One target: its gradient, also as a list of one (TensorFlow takes both), or in any
+        # structure that tf.nest flattens to one array.
+        if isinstance(output_gradients, (list, tuple, dict)):
+            leaves = nested_leaves(output_gradients)
+            if len(leaves) == 1 and hasattr(leaves[0], "shape"):
+                return leaves
         if isinstance(output_gradients, (list, tuple)) and len(output_gradients) == 1:
             return list(output_gradients)
         return [output_gradients]
@@ -546,7 +551,7 @@ def _output_gradient_list(output_gradients, targets, count):
 
 def _target_gradient(target, gradient, producer):
     """The gradient of one target: ones like it by default; else the caller's, checked, as an
-    array of the target's backend and dtype (one that casts to it safely, float32 for float64, is cast)."""
+    array of the target's backend; of the target's dtype, as tf.function requires."""
     backend = producer.array.backend
     if gradient is None:
         return backend.from_host(np.ones(tuple(target.shape), target.dtype))
@@ -560,10 +565,8 @@ def _target_gradient(target, gradient, producer):
     elif type(gradient) is not backend.array_type:
         gradient = backend.asarray(gradient)         # a torch tensor, another backend's array: its dtype, NumPy's
     if gradient.dtype != target.dtype:
-        if not np.can_cast(gradient.dtype, target.dtype, "safe"):
-            raise InvalidArgumentError(f"An output gradient of dtype {gradient.dtype} was given for a target of "
-                                       f"dtype {target.dtype}")
-        gradient = gradient.astype(target.dtype)
+        raise InvalidArgumentError(f"An output gradient of dtype {gradient.dtype} was given for a target of "
+                                   f"dtype {target.dtype}")
     if tuple(gradient.shape) != tuple(target.shape):
         raise InvalidArgumentError(f"An output gradient of shape {list(gradient.shape)} was given for a target "
                                    f"of shape {list(target.shape)}")

@@ -140,7 +140,9 @@ def _in_compiled_autograd():
 
 
 _passes = {}                             # autograd graph task id -> _Pass
-_passes_lock = threading.Lock()
+# Reentrant: a _PassEnd's finaliser takes it, and the cycle collector may run one at any
+# allocation, also in a thread that holds it (each section below survives that).
+_passes_lock = threading.RLock()
 _pass_numbers = itertools.count()
 
 
@@ -194,10 +196,12 @@ def _open_pass(task):
 def _end_abandoned():
     """Ends the passes whose _PassEnd is gone while they are open: its finaliser was cut short
     (CPython clears a weak reference once the finaliser has run, whatever it raised)."""
-    with _passes_lock:
-        abandoned = [task for task, backward_pass in _passes.items() if backward_pass.end() is None]
-    for task in abandoned:
-        _end_pass(task)
+    with _passes_lock:      # the keys first: a finaliser run by an allocation below may end a pass
+        passes = [(task, _passes.get(task)) for task in list(_passes)]
+    for task, backward_pass in passes:
+        # Asked outside the lock: the reference this makes may be the last, its finaliser then ends the pass.
+        if backward_pass is not None and backward_pass.end() is None:
+            _end_pass(task)
 
 
 def _end_pass(task):

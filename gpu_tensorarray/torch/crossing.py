@@ -26,7 +26,7 @@ import torch
 
 from .. import dtypes
 from ..backends.arrays import torch_bits_resolved
-from ..errors import InvalidArgumentError, OpError, ResourceExhaustedError, UnimplementedError, about
+from ..errors import InternalError, InvalidArgumentError, OpError, ResourceExhaustedError, UnimplementedError, about
 from ..host import element_count
 
 __all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "zeros", "cuda_scope", "host_value",
@@ -102,15 +102,19 @@ _TORCH_OUT_OF_MEMORY = getattr(torch, "OutOfMemoryError", torch.cuda.OutOfMemory
 def zeros(shape, dtype, device, backend):
     """``torch.zeros(shape)`` on ``device`` through ``backend``'s allocation door: a request past
     the memory there is ResourceExhaustedError before torch allocates, as the library's own zeros
-    are, and so is torch's failure to allocate (a plain RuntimeError on the CPU)."""
+    are, and so is torch's failure to allocate (a plain RuntimeError on the CPU); anything else
+    torch raises (a CUDA error of the device's) is InternalError."""
     nbytes = element_count(shape) * dtype.itemsize
     what = f"tensor of shape {list(shape)}"
     try:
         return backend.allocate(lambda: torch.zeros(shape, dtype=dtype, device=device), nbytes, what)
     except OpError:
         raise
-    except RuntimeError as error:       # torch.zeros of a valid shape fails only for memory
-        raise ResourceExhaustedError(f"OOM when allocating {what} ({nbytes} bytes) on {device}: {error}") from None
+    except RuntimeError as error:
+        if isinstance(error, _TORCH_OUT_OF_MEMORY) or "can't allocate memory" in str(error):
+            raise ResourceExhaustedError(f"OOM when allocating {what} ({nbytes} bytes) on {device}: {error}") from None
+        raise InternalError(f"torch could not make the zeros of an unwritten slot ({what} on {device}): "
+                            f"{error}") from None
 
 
 def to_backend(value, backend, owner=None):

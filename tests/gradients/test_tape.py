@@ -576,6 +576,10 @@ def test_a_non_persistent_tape_s_gradient_inside_its_block_stops_its_recording(b
             tape.reset()
         ta.read(0)
     assert tape.operations == () and not gta.raw_ops.recording()
+    with gta.GradientTape() as tape:                  # nor inside stop_recording(), as TensorFlow's
+        with tape.stop_recording():
+            with pytest.raises(errors.InvalidArgumentError, match="^Tape is not recording.$"):
+                tape.reset()
 
 
 # -- check_gradients ----------------------------------------------------------------------------------
@@ -790,17 +794,19 @@ def test_dicts_whose_keys_do_not_sort_are_invalid_arguments(backend):
             call()
 
 
-def test_output_gradients_of_another_kind_of_array_or_a_safe_dtype_are_taken(backend):
-    """A torch tensor, and a dtype that casts to the target's safely (float32 for float64, as
-    TensorFlow takes it); a cast that loses is refused."""
+def test_output_gradients_as_torch_tensors_are_taken_and_of_the_target_s_dtype_only(backend):
+    """A torch tensor is an array like any (it was refused: 'dtype torch.float64 for a target of
+    dtype float64'); another dtype is refused, float32 for float64 too, as tf.function refuses it."""
     torch = pytest.importorskip("torch")
     x = arr(backend, [1.0, 2.0], "float64")
     with gta.GradientTape(persistent=True) as tape:
         wide = gta.TensorArray("float64", size=1).write(0, x).read(0)
-        narrow = gta.TensorArray(F32, size=1).write(0, arr(backend, [1.0, 2.0])).read(0)
-    for given in (torch.tensor([2.0, 3.0], dtype=torch.float64), np.array([2.0, 3.0], np.float32)):
-        gradient = tape.gradient(wide, x, output_gradients=given)
-        assert gradient.dtype == np.float64 and host(gradient).tolist() == [2.0, 3.0]
-        assert_on(backend, gradient)
-    with pytest.raises(errors.InvalidArgumentError, match="dtype float64 was given for a target of dtype float32"):
-        tape.gradient(narrow, [], output_gradients=np.array([2.0, 3.0]))
+    gradient = tape.gradient(wide, x, output_gradients=torch.tensor([2.0, 3.0], dtype=torch.float64))
+    assert gradient.dtype == np.float64 and host(gradient).tolist() == [2.0, 3.0]
+    assert_on(backend, gradient)
+    for given in (np.array([2.0, 3.0], np.float32), torch.tensor([2, 3])):
+        with pytest.raises(errors.InvalidArgumentError, match="was given for a target of dtype float64"):
+            tape.gradient(wide, x, output_gradients=given)
+    # One target: any structure that tf.nest flattens to one array, as TensorFlow takes it.
+    for given in ({"g": arr(backend, [2.0, 3.0], "float64")}, [[arr(backend, [2.0, 3.0], "float64")]]):
+        assert host(tape.gradient(wide, x, output_gradients=given)).tolist() == [2.0, 3.0]

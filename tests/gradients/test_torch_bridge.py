@@ -460,6 +460,29 @@ def test_an_interrupt_in_a_failed_pass_s_finaliser_leaves_no_pass_open(backend):
     assert torch.equal(x.grad, torch.ones_like(x))
 
 
+def test_a_pass_s_finaliser_run_where_its_thread_holds_the_passes_lock_ends_the_pass():
+    """The cycle collector may finalise a _PassEnd at any allocation, also one made while this
+    thread holds the passes' lock; and another thread may drop the engine's reference while the
+    sweep of abandoned passes holds a temporary one. The finaliser then ended its pass under a
+    held, non-reentrant lock: a deadlock (seen with two threads, within a minute)."""
+    import threading
+    import weakref
+
+    from gpu_tensorarray.torch import autograd
+    task, done = -12345, threading.Event()
+
+    def finalise_under_the_lock():
+        end = autograd._PassEnd(task)
+        with autograd._passes_lock:
+            autograd._passes[task] = autograd._Pass(0, weakref.ref(end))
+            del end                         # the last reference: its finaliser runs here
+            done.set()
+
+    threading.Thread(target=finalise_under_the_lock, daemon=True).start()
+    assert done.wait(20), "the finaliser deadlocked on the passes' lock"
+    assert task not in autograd._passes and open_passes() == 0
+
+
 @pytest.mark.parametrize("where", ["grad_array_made", "release_begins"])
 def test_an_interrupt_in_a_backward_pass_leaves_no_gradient_array_open(backend, where):
     """Ctrl-C as TensorArrayGradV3 returns (its array registered, the pass not yet told), or

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import gpu_tensorarray
-from gpu_tensorarray.errors import InvalidArgumentError, ResourceExhaustedError, UnimplementedError
+from gpu_tensorarray.errors import InternalError, InvalidArgumentError, ResourceExhaustedError, UnimplementedError
 from gpu_tensorarray.testing import import_torch
 
 torch = import_torch()
@@ -766,4 +766,10 @@ def test_torch_failing_to_allocate_zeros_is_resource_exhausted_error(backend, mo
     monkeypatch.setattr(torch, "zeros", no_memory)
     with pytest.raises(ResourceExhaustedError, match=r"OOM when allocating tensor of shape \[3\] \(24 bytes\) on "
                                                      r".*can't allocate memory"):
+        ta.read(0)
+
+    def device_failure(*args, **kwargs):
+        raise RuntimeError("CUDA error: device-side assert triggered")
+    monkeypatch.setattr(torch, "zeros", device_failure)     # no memory problem: not called one
+    with pytest.raises(InternalError, match="could not make the zeros of an unwritten slot .*device-side assert"):
         ta.read(0)
