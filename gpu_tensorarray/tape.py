@@ -208,7 +208,8 @@ class GradientTape:
         inside the tape, or a nested structure of them. output_gradients: the gradients
         of the targets (their structure, or any that flattens to one per target as
         tf.nest flattens it; None or a missing entry means ones like the target; each of
-        the target's dtype, a torch tensor too). unconnected_gradients: "none" (or UnconnectedGradients.NONE) gives None
+        the target's dtype, a torch tensor too). unconnected_gradients: "none" (or
+        UnconnectedGradients.NONE) gives None
         for a source the targets do not depend on, "zero" gives zeros of its shape and
         dtype; a source of a dtype without gradients (integers, bool, strings) is not
         connected. Returns one gradient per source, in the sources' structure: an array

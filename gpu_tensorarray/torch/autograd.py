@@ -186,7 +186,6 @@ def _open_pass(task):
         backward_pass = _passes.get(task)
         if backward_pass is not None:       # opened by another of its nodes meanwhile
             return backward_pass
-        # (Should an interrupt drop ``end`` below, the lock is free by then for its finaliser.)
         end = _PassEnd(task)
         backward_pass = _passes[task] = _Pass(next(_pass_numbers), weakref.ref(end))
     torch.autograd.Variable._execution_engine.queue_callback(end)
