@@ -5,7 +5,7 @@ case's old and new figure and new/old, then the spread of new/old over the runs.
 
     python bench/compare_ops.py OLD_CHECKOUT NEW_CHECKOUT
     python bench/compare_ops.py OLD NEW --backend cupy --only raw_write raw_read grad_scatter_add
-    git worktree add /tmp/old main && python bench/compare_ops.py /tmp/old .
+    old=$(mktemp -d)/old && git worktree add "$old" main && python bench/compare_ops.py "$old" .
 
 Cases (the call forms users write: keyword raw ops, ``np.int32`` indices, whole steps):
 - raw_write, raw_write_np_int32, raw_read, raw_read_np_int32: one keyword raw op on a

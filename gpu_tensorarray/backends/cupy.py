@@ -23,7 +23,7 @@ from .kernel_rows import KernelRows
 from .launch import CompiledKernels
 from .numpy import torch_bfloat16_on_host
 
-__all__ = ["CupyBackend", "NVRTC_OPTIONS", "INSTALL_COMPILER"]
+__all__ = ["CupyBackend", "NVRTC_OPTIONS", "INSTALL_COMPILER", "kernel_cache_folder", "untrusted_cache"]
 
 NVRTC_OPTIONS = ("--std=c++17",)
 
@@ -57,6 +57,37 @@ def _compiler_advice(text):
         return (f"NVRTC and the CUDA headers (cuda_fp16.h) come with a CUDA toolkit; without one, install them "
                 f"with: {INSTALL_COMPILER} and {INSTALL_HEADERS}")
     return f"Without a CUDA toolkit, NVRTC and the CUDA headers come with: {INSTALL_COMPILER} and {INSTALL_HEADERS}"
+
+
+def kernel_cache_folder():
+    """The folder CuPy's NVRTC compiles load kernel binaries from and save them to (None: it
+    keeps them in memory, CUPY_CACHE_IN_MEMORY=1): its cache backend's, else the one its
+    documentation names (CUPY_CACHE_DIR, else ~/.cupy/kernel_cache)."""
+    try:
+        in_memory = int(os.environ.get("CUPY_CACHE_IN_MEMORY") or 0) == 1      # as CuPy reads it
+    except ValueError:
+        in_memory = False
+    if in_memory:
+        return None
+    compiler = getattr(cupy.cuda, "compiler", None)
+    folder = getattr(getattr(compiler, "_kernel_cache_backend", None), "_cache_dir", None)
+    return folder or os.environ.get("CUPY_CACHE_DIR") or os.path.expanduser("~/.cupy/kernel_cache")
+
+
+def untrusted_cache(folder):
+    """Why ``folder`` holds binaries another user may have put there (None: only this process's
+    user can write it, or it does not exist yet and CuPy will make it, with this user's umask)."""
+    if folder is None or not hasattr(os, "getuid"):
+        return None
+    try:
+        status = os.stat(folder)            # through a link: the folder it leads to
+    except OSError:
+        return None
+    if status.st_uid != os.getuid():
+        return f"{folder} belongs to user {status.st_uid}, not to this process's user ({os.getuid()})"
+    if status.st_mode & 0o022:
+        return f"{folder} can be written by its group or by others (mode {status.st_mode & 0o777:o})"
+    return None
 
 
 @functools.cache
@@ -198,6 +229,12 @@ class CupyBackend(KernelRows, Backend):
     def _compile(self):
         """Compile (or load from CuPy's cache) the kernels now, so that a missing
         NVRTC or CUDA header shows here, where the automatic choice can fall back."""
+        problem = untrusted_cache(kernel_cache_folder())
+        if problem is not None:
+            raise UnavailableError(f"CuPy's kernel cache folder {problem}: CuPy runs any kernel binary it finds "
+                                   f"there under the name it computes, so another user could run theirs in this "
+                                   f"process. Set CUPY_CACHE_DIR to a folder only you can write (the default, "
+                                   f"~/.cupy/kernel_cache, is one), or CUPY_CACHE_IN_MEMORY=1")
         try:
             with self._device:
                 _raw_module().compile()

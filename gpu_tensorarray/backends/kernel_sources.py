@@ -60,9 +60,12 @@ _PARAMETER = re.compile(r"^(?P<const>const\s+)?(?P<type>[A-Za-z_][\w ]*?)\s*(?P<
 
 def kernels_dir():
     """The kernels folder: the copy installed inside the package (wheels, see
-    pyproject.toml), else <repo>/kernels (source checkouts, editable installs)."""
+    pyproject.toml), else <repo>/kernels in a source checkout (editable installs), never a
+    folder of that common name beside an installed package (site-packages/kernels)."""
     package = Path(__file__).resolve().parent.parent
-    candidates = [package / "kernels", package.parent / "kernels"]
+    candidates = [package / "kernels"]
+    if (package.parent / "setup.py").is_file():
+        candidates.append(package.parent / "kernels")
     for candidate in candidates:
         if any(candidate.glob("*.cu")):
             return candidate
@@ -77,6 +80,13 @@ def module_source():
     return _inlined(sorted(kernels_dir().glob("*.cu")))
 
 
+def _beside(folder, name):
+    """The kernels folder's own file ``name`` (a quoted include names no other folder's)."""
+    if Path(name).name != name or name in (".", ".."):
+        raise InternalError(f"Kernel sources include {name!r}: only files of {folder} by name")
+    return folder / name
+
+
 def _inlined(paths):
     folder = kernels_dir()
     included = set()
@@ -86,7 +96,7 @@ def _inlined(paths):
             return ""
         included.add(path.name)
         text = path.read_text()
-        return _INCLUDE.sub(lambda match: inline(folder / match.group(1)), text)
+        return _INCLUDE.sub(lambda match: inline(_beside(folder, match.group(1))), text)
 
     return "\n".join(inline(path) for path in paths)
 

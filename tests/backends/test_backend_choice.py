@@ -122,6 +122,35 @@ def test_kernels_compile_when_the_backend_is_created(with_cupy, monkeypatch):
     assert backends.default_backend()[0] == "cupy"
 
 
+def test_a_kernel_cache_folder_others_can_write_is_refused_before_anything_loads_from_it(with_cupy, monkeypatch,
+                                                                                        tmp_path):
+    """CuPy runs whatever binary its cache folder holds under the name it computes (a SHA-1 of
+    the source and options anyone can compute): a folder another user can write, or owns, would
+    run their kernels here. The backend refuses it, saying what to do; CUPY_CACHE_IN_MEMORY=1
+    (no folder) and a folder of one's own are used."""
+    cupy = with_cupy(fake_cupy(monkeypatch))
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("CUPY_CACHE_DIR", str(shared))
+    with pytest.raises(UnavailableError, match=r"kernel cache folder .*shared can be written by its group or by "
+                                               r"others \(mode 777\).*CUPY_CACHE_DIR"):
+        backends.get_backend("cuda")
+    assert cupy.compiled == []                      # refused before compiling, or loading, anything
+    with pytest.warns(RuntimeWarning, match="can be written by its group or by others"):
+        assert backends.get_backend().name == "numpy"
+    from gpu_tensorarray.backends import cupy as cupy_backend
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    assert cupy_backend.untrusted_cache(str(own)) is None
+    with monkeypatch.context() as patched:
+        patched.setattr(cupy_backend.os, "getuid", lambda: os.stat(own).st_uid + 1)
+        assert "belongs to user" in cupy_backend.untrusted_cache(str(own))
+    monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "1")
+    monkeypatch.setattr(backends, "_instances", {})
+    assert backends.get_backend("cuda").name == "cupy" and len(cupy.compiled) == 1
+
+
 def test_automatic_choice_falls_back_to_numpy_and_says_why_once(with_cupy, monkeypatch):
     with_cupy(fake_cupy(monkeypatch, nvrtc="missing"))
     with warnings.catch_warnings(record=True) as caught:

@@ -39,3 +39,24 @@ if __name__ == "__main__":
     for name, text in expected().items():
         (KERNELS / name).write_text(text)
         print(f"wrote kernels/{name}")
+
+
+def test_kernel_sources_come_from_the_package_or_its_source_checkout_only(tmp_path, monkeypatch):
+    """An installed package's kernels are its own: a folder named kernels beside it in
+    site-packages (another distribution's) is no source of ours; a checkout's (setup.py beside
+    the package) is. A quoted include names a file of the kernels folder, no path."""
+    import pytest
+
+    from gpu_tensorarray.errors import InternalError
+    site = tmp_path / "site-packages"
+    (site / "gpu_tensorarray" / "backends").mkdir(parents=True)
+    (site / "kernels").mkdir()
+    (site / "kernels" / "other.cu").write_text("// another distribution's\n")
+    monkeypatch.setattr(kernel_sources, "__file__", str(site / "gpu_tensorarray" / "backends" / "kernel_sources.py"))
+    with pytest.raises(InternalError, match="No CUDA kernel sources"):
+        kernel_sources.kernels_dir()
+    (site / "setup.py").write_text("")
+    assert kernel_sources.kernels_dir() == site / "kernels"
+    for name in ("../secret.h", "/etc/passwd", "sub/x.h", ".."):
+        with pytest.raises(InternalError, match="only files of"):
+            kernel_sources._beside(site / "kernels", name)
