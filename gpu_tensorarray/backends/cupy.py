@@ -85,9 +85,23 @@ def untrusted_cache(folder):
         return None
     if status.st_uid != os.getuid():
         return f"{folder} belongs to user {status.st_uid}, not to this process's user ({os.getuid()})"
-    if status.st_mode & 0o022:
+    if status.st_mode & 0o002 or (status.st_mode & 0o020 and not _own_group(status.st_gid, status.st_uid)):
         return f"{folder} can be written by its group or by others (mode {status.st_mode & 0o777:o})"
     return None
+
+
+def _own_group(gid, uid):
+    """Whether group ``gid`` has one member, user ``uid`` (a user private group, the group a umask of
+    002 leaves writable): OpenSSH's rule for a group-writable file of one's own."""
+    import grp
+    import pwd
+    try:
+        owner = pwd.getpwuid(uid).pw_name
+        listed = grp.getgrgid(gid).gr_mem
+    except KeyError:
+        return False
+    primary = {entry.pw_uid for entry in pwd.getpwall() if entry.pw_gid == gid}
+    return primary <= {uid} and set(listed) <= {owner} and bool(primary or listed)
 
 
 @functools.cache

@@ -146,9 +146,35 @@ def test_a_kernel_cache_folder_others_can_write_is_refused_before_anything_loads
     with monkeypatch.context() as patched:
         patched.setattr(cupy_backend.os, "getuid", lambda: os.stat(own).st_uid + 1)
         assert "belongs to user" in cupy_backend.untrusted_cache(str(own))
+    own.chmod(0o770)            # group-writable: fine for a group of one's own (a umask of 002 makes it)
+    for alone in (True, False):
+        with monkeypatch.context() as patched:
+            patched.setattr(cupy_backend, "_own_group", lambda gid, uid: alone)
+            problem = cupy_backend.untrusted_cache(str(own))
+        assert problem is None if alone else "can be written by its group" in problem
     monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "1")
     monkeypatch.setattr(backends, "_instances", {})
     assert backends.get_backend("cuda").name == "cupy" and len(cupy.compiled) == 1
+
+
+@pytest.mark.parametrize("users, gid, members, alone", [
+    ([("me", 1000, 1000)], 1000, [], True),                          # a user private group
+    ([("me", 1000, 1000)], 1000, ["me"], True),
+    ([("me", 1000, 100), ("you", 1001, 100)], 100, [], False),       # a shared primary group
+    ([("me", 1000, 100)], 100, ["you"], False),                      # another member listed
+    ([("me", 1000, 1000)], 5, [], False),                            # nobody's group (setgid programs')
+])
+def test_a_group_of_one_s_own_is_told_from_a_shared_one(monkeypatch, users, gid, members, alone):
+    """OpenSSH's rule for a group-writable file: the group's only member is its owner."""
+    from gpu_tensorarray.backends import cupy as cupy_backend
+    entry = types.SimpleNamespace
+    fake_pwd = types.SimpleNamespace(
+        getpwuid=lambda uid: next(entry(pw_name=n) for n, u, g in users if u == uid),
+        getpwall=lambda: [entry(pw_name=n, pw_uid=u, pw_gid=g) for n, u, g in users])
+    fake_grp = types.SimpleNamespace(getgrgid=lambda g: entry(gr_mem=members))
+    monkeypatch.setitem(sys.modules, "pwd", fake_pwd)
+    monkeypatch.setitem(sys.modules, "grp", fake_grp)
+    assert cupy_backend._own_group(gid, 1000) is alone
 
 
 def test_automatic_choice_falls_back_to_numpy_and_says_why_once(with_cupy, monkeypatch):
