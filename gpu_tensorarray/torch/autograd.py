@@ -39,7 +39,7 @@ from torch.autograd import Function
 
 from .. import raw_ops
 from ..registry import registry
-from ..errors import InvalidArgumentError, OpError, UnimplementedError, described, shown
+from ..errors import FailedPreconditionError, InvalidArgumentError, OpError, UnimplementedError, described, shown
 from ..host import host_ints
 from ..shapes import except_first
 from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
@@ -238,13 +238,24 @@ def _grad_array(ctx, backward_pass, flow, create):
     return gradient
 
 
+# Whether the running pass keeps its graph (retain_graph, create_graph); a torch without the
+# query keeps the nodes' arrays, as if it did.
+_keep_graph = getattr(torch._C._autograd, "_get_current_graph_task_keep_graph", lambda: True)
+
+
 def _failing(describe):
     """Run a node's backward; a failure ends (and cleans up) its pass at once. ``describe(ctx)``
-    names the node's forward op, for the error (asked only then)."""
+    names the node's forward op, for the error (asked only then). A pass that frees its graph
+    frees what the node holds, as torch frees saved tensors: the arrays and the values written."""
     def decorate(node):
         def backward(ctx, *grads):
+            if ctx.released is not None:
+                raise FailedPreconditionError(
+                    f"Trying to backward through the graph a second time: TensorArray {ctx.released}'s node "
+                    f"gave its arrays and values back after the first backward pass, as torch frees saved "
+                    f"tensors. Specify retain_graph=True if you need to backward through the graph a second time")
             try:
-                return node(ctx, *grads)
+                result = node(ctx, *grads)
             except BaseException as error:
                 _end_pass(torch._C._current_graph_task_id())
                 if isinstance(error, OpError):
@@ -252,6 +263,12 @@ def _failing(describe):
                 elif isinstance(error, Exception) and _compiled_autograd_on():
                     raise _compiled_refusal(ctx, describe, error) from error
                 raise
+            # Not under compiled autograd, which may run it again; nor for a mode tf2 list, whose
+            # values a later op moves through the nodes that wrote them.
+            if not _keep_graph() and not _compiled_autograd_on() and not is_storage(ctx.array[0]):
+                ctx.released = ctx.array[0].name
+                ctx.array = ctx.ta = ctx.writes = None
+            return result
         return backward
     return decorate
 
@@ -341,6 +358,7 @@ class _WriteRun(Function):
     def forward(ctx, flow, state, ta, backend, writes, *values):
         ctx.set_materialize_grads(False)
         ctx.array, ctx.ta, ctx.backend, ctx.writes, ctx.internal = state.array, ta, backend, writes, state.internal
+        ctx.released = None
         return torch.zeros((), dtype=torch.float32)      # a value nothing reads, but anomaly mode checks it
 
     @staticmethod
@@ -369,6 +387,7 @@ class _Reader(Function):
     def forward(ctx, flow, state, ta, backend, kind, where):
         value, where = read_value(ta, backend, kind, where)
         ctx.array, ctx.ta, ctx.backend, ctx.kind, ctx.where = state.array, ta, backend, kind, owned(kind, where)
+        ctx.released = None
         return value
 
     @staticmethod

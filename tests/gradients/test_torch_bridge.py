@@ -460,6 +460,31 @@ def test_an_interrupt_in_a_failed_pass_s_finaliser_leaves_no_pass_open(backend):
     assert torch.equal(x.grad, torch.ones_like(x))
 
 
+def test_a_graph_kept_after_its_backward_pass_holds_no_array_and_no_value(backend):
+    """As torch frees saved tensors at the end of a pass that does not keep its graph: a loss kept
+    for logging (or compiled code's cache) kept every array and every value written for good. A
+    second pass through that graph is torch's error, and retain_graph=True keeps them."""
+    import weakref
+    before = open_array_names()
+    x = leaves((2, 3))[0]
+    written = x * 2
+    alive = weakref.ref(written)
+    loss = TensorArray(F64, size=2).write(0, written).write(1, x.flip(0) * 3).stack().sum()
+    del written
+    loss.backward()
+    assert not opened_since(before) and alive() is None
+    with pytest.raises(gta.errors.FailedPreconditionError, match="^Trying to backward through the graph a second "
+                                                                 "time: TensorArray .*retain_graph=True"):
+        loss.backward()
+    assert isinstance(gta.errors.FailedPreconditionError("x"), RuntimeError)      # torch's class too
+    x.grad = None
+    kept = TensorArray(F64, size=1).write(0, x * 2).stack().sum()
+    kept.backward(retain_graph=True)
+    assert opened_since(before)
+    kept.backward()
+    assert torch.equal(x.grad, torch.full_like(x, 4.0)) and not opened_since(before)
+
+
 def test_a_pass_s_finaliser_run_where_its_thread_holds_the_passes_lock_ends_the_pass():
     """The cycle collector may finalise a _PassEnd at any allocation, also one made while this
     thread holds the passes' lock; and another thread may drop the engine's reference while the
