@@ -256,7 +256,7 @@ class _BaseStream:
             return f"ptds:{threading.current_thread().name}"
         if self.ptr in (0, _STREAM_LEGACY):
             return "null"
-        return _stream_names.get(self.ptr, f"stream{self.ptr}")
+        return f"stream{self.ptr}"
 
     def __enter__(self):
         # stream.pyx, _BaseStream.__enter__: check_stream_device_match (a stream of another
@@ -320,13 +320,11 @@ class Stream(_BaseStream):
 
     _numbers = iter(range(3, 1 << 62))  # 0, 1, 2: the default streams' handles (null, legacy, per-thread)
 
-    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None, name=None):
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
         if null or ptds:
             super().__init__(0 if null else _STREAM_PER_THREAD, -1)
         else:
             super().__init__(next(Stream._numbers), _current_device())
-            if name is not None:
-                _stream_names[self.ptr] = name
         self._foreign_stream_ref = None
 
     @classmethod
@@ -364,7 +362,6 @@ class ExternalStream(_BaseStream):
 
 _STREAM_LEGACY = 1          # cupy_backends/cuda/api/runtime.pyx: streamLegacy (cudaStreamLegacy)
 _STREAM_PER_THREAD = 2      # cupy_backends/cuda/api/runtime.pyx: streamPerThread (cudaStreamPerThread)
-_stream_names = {}          # handle -> the name a stream was given (Stream(name=...))
 Stream.null = Stream(null=True)
 Stream.ptds = Stream(ptds=True)
 
@@ -445,6 +442,10 @@ class Event:
         if _current_device() != self.device_id:
             raise CUDARuntimeError(errorInvalidResourceHandle, f" (an event of device {self.device_id} recorded "
                                                                f"while device {_current_device()} is current)")
+        if stream.device_id not in (-1, self.device_id):
+            # cudaEventRecord: an event and a stream of two devices fail, whichever is current.
+            raise CUDARuntimeError(errorInvalidResourceHandle, f" (an event of device {self.device_id} recorded "
+                                                               f"on a stream of device {stream.device_id})")
         self.recorded_on = stream.name
         _note("record", self.device_id, stream, None)
 
@@ -610,9 +611,20 @@ class MemoryPool:
 _pools = [MemoryPool(index) for index in range(DEVICE_COUNT)]
 
 
+class _DefaultPool:
+    """memory.pyx, MemoryPool: one object for every device, each call served by the pool of
+    the device current at that call (a limit set under device 1 limits device 1)."""
+
+    def __getattr__(self, name):
+        return getattr(_pools[_current_device()], name)
+
+
+_default_pool = _DefaultPool()
+
+
 def get_default_memory_pool():
-    """The current device's pool (CuPy's default pool serves every device)."""
-    return _pools[_current_device()]
+    """cupy/__init__.py: the one default pool (its calls go to the current device's)."""
+    return _default_pool
 
 
 def _pointer(memory, device_id, stream, size):
@@ -977,6 +989,17 @@ class ndarray:
             return key._a
         return key
 
+    def _wrapped(self, key):
+        """An advanced key's integer index arrays wrapped around their axis (core.pyx,
+        __getitem__/__setitem__: "NumPy handles them by raising an error, but CuPy wraps
+        around them"); keys with None or Ellipsis as they are."""
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(part is None or part is Ellipsis for part in parts) or len(parts) > self._a.ndim:
+            return key
+        parts = tuple(np.mod(part, self._a.shape[axis]) if isinstance(part, np.ndarray) and part.dtype.kind in "iu"
+                      and self._a.shape[axis] else part for axis, part in enumerate(parts))
+        return parts if isinstance(key, tuple) else parts[0]
+
     @staticmethod
     def _is_basic(key):
         parts = key if isinstance(key, tuple) else (key,)
@@ -990,7 +1013,7 @@ class ndarray:
             return self._view(self._a[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]
                               if Ellipsis not in (key if isinstance(key, tuple) else (key,)) else self._a[key])
         _check_peer_access(self, _current_device())
-        return _result(self._a[key], "take")
+        return _result(self._a[self._wrapped(key)], "take")
 
     def __setitem__(self, key, value):
         # cupy/_core/_routines_indexing.pyx, _scatter_op (op "update").
@@ -1026,7 +1049,7 @@ class ndarray:
             value = array(value, dtype=self.dtype)
         _check_peer_access(value, self._device)
         _launched("copy")
-        self._a[key] = value._a
+        self._a[self._wrapped(key)] = value._a
 
     def fill(self, value):
         # cupy/_core/core.pyx, ndarray.fill: a zero value of a contiguous array is a memset,
@@ -1526,7 +1549,9 @@ class RawModule:
 
     def __init__(self, code=None, path=None, options=(), backend="nvrtc", translate_cucomplex=False, *,
                  enable_cooperative_groups=False, name_expressions=None, jitify=False):
-        self.code, self.options = code, tuple(options)
+        if not isinstance(options, tuple):     # raw.pyx types it: ``tuple options=()``
+            raise TypeError(f"Argument 'options' has incorrect type (expected tuple, got {type(options).__name__})")
+        self.code, self.options = code, options
         self.name_expressions = tuple(name_expressions or ())
         self._lowered = None
 

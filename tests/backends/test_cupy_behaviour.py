@@ -290,3 +290,52 @@ def test_cuda_does_not_work_in_a_child_made_by_fork():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_integer_array_indices_out_of_bounds_wrap_around():
+    # core.pyx, __getitem__/__setitem__: "NumPy handles them by raising an error, but CuPy
+    # wraps around them".
+    array = cupy.asarray(np.arange(4, dtype=F32))
+    assert array[np.array([1, 5, -6])].get().tolist() == [1, 1, 2]
+    array[np.array([6])] = cupy.asarray(np.array([9], F32))
+    assert array.get().tolist() == [0, 1, 9, 3]
+
+
+def _two_devices():
+    if cupy.cuda.runtime.getDeviceCount() < 2:
+        pytest.skip("needs two CUDA devices")
+
+
+def test_the_default_pool_serves_the_device_current_at_each_call():
+    # memory.pyx, MemoryPool: one object for every device; set_limit and used_bytes act on the
+    # pool of the device current when they are called, not when the pool was asked for.
+    _two_devices()
+    pool = cupy.get_default_memory_pool()
+    with cupy.cuda.Device(1):
+        assert cupy.get_default_memory_pool() is pool
+        pool.set_limit(size=1024)
+        try:
+            assert pool.get_limit() == 1024
+            with pytest.raises(cupy.cuda.memory.OutOfMemoryError):
+                cupy.empty((1 << 20,), F32)
+        finally:
+            pool.set_limit(size=0)
+    assert pool.get_limit() == 0
+
+
+def test_an_event_recorded_on_another_devices_stream_fails():
+    # cudaEventRecord: an event and a stream of two devices are an error, whichever is current.
+    _two_devices()
+    with cupy.cuda.Device(1):
+        stream = cupy.cuda.Stream()
+    event = cupy.cuda.Event()                       # device 0's
+    with pytest.raises(cupy.cuda.runtime.CUDARuntimeError):
+        event.record(stream)
+
+
+def test_constructors_refuse_what_cupys_refuse():
+    # raw.pyx types RawModule's options as a tuple; stream.pyx's Stream takes no name.
+    with pytest.raises(TypeError):
+        cupy.RawModule(code="extern \"C\" __global__ void k() {}", options=["-std=c++17"])
+    with pytest.raises(TypeError):
+        cupy.cuda.Stream(name="mine")
