@@ -197,6 +197,11 @@ def count_distinct(indices):
     return len(np.unique(indices))
 
 
+def distinct(indices):
+    """Host int64 vector: each index of ``indices`` once, in increasing order."""
+    return np.unique(indices)
+
+
 def broadcast_rows(value, count, row_shape):
     """``count`` rows of ``row_shape`` holding the scalar ``value`` (a view: no memory)."""
     return np.broadcast_to(value, (count,) + tuple(row_shape))

@@ -24,7 +24,7 @@ from types import MappingProxyType
 
 from . import dtypes, messages
 from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError
-from .host import (FLAG_BYTES, INT32_MAX, count_distinct, element_count, first_true, flag_view,
+from .host import (FLAG_BYTES, INT32_MAX, count_distinct, distinct, element_count, first_true, flag_view,
                    flags_all_equal, flags_at, has_duplicates, index_vector, lone_arrivals, repeats)
 from .layouts import new_layout
 from .shapes import check_element_count, is_compatible, is_fully_defined, merge
@@ -792,7 +792,7 @@ class ArrayStorage:
         # +0.0 would turn a stored -0.0 into +0.0), so one in-order scatter-add does both.
         # But an add flushes subnormals, as TF's CPU kernels do: where a slot's first arrival
         # is added to, TF's next add flushes it too; a lone arrival is put back, every bit.
-        empty = indices[valueless]
+        empty = distinct(indices[valueless])        # once each: put_rows' threads write distinct rows
         identity = dtypes.exact_identity(self.dtype)
         fill = self._layout.prepare_fill(empty, identity, rows.shape[1:]) if len(empty) else None
         add = self._layout.prepare_add_rows(indices, rows, new_size)

@@ -103,8 +103,9 @@ __device__ __forceinline__ __half add_values<__half>(__half a, __half b) {
 // bfloat16: add in float (flushed, as above), round once to bfloat16, to nearest even. That
 // is TensorFlow's bfloat16 add, and ml_dtypes' (NumPy's) but for the flush; as for half, the
 // rounding equals a correctly rounded bfloat16 add. The rounding is written out rather than __float2bfloat16_rn
-// so that a NaN becomes ml_dtypes' quiet NaN with the sign kept (0x7fc0 / 0xffc0),
-// where CUDA's gives 0x7fff; infinities, overflow and subnormals round alike.
+// so that a NaN becomes ml_dtypes' quiet NaN with the float's sign (0x7fc0 / 0xffc0),
+// where CUDA's gives 0x7fff; infinities, overflow and subnormals round alike. (A GPU's float
+// add has already made any NaN sum its canonical, positive NaN: the sign kept is the CPU's.)
 __device__ __forceinline__ __nv_bfloat16 float_to_bfloat16_rn(float value) {
     unsigned int bits = __float_as_uint(value);
     if ((bits & 0x7fffffffu) > 0x7f800000u) {

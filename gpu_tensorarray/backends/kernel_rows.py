@@ -47,6 +47,7 @@ class KernelRows:
         def take(src):
             if n_rows * row_size:
                 _check_rows("gather_rows", indices, len(src))
+                _check_row_size("gather_rows", src, row_size)
                 with self._context():
                     launch(self._module, "gather_rows", dtype, n_rows * row_size, out,
                            self.contiguous(src, dtype), device_indices, np.int64(n_rows), np.int64(row_size))
@@ -63,6 +64,7 @@ class KernelRows:
 
         def put(dst):
             _check_rows("put_rows", indices, len(dst), rows, row_size)
+            _check_row_size("put_rows", dst, row_size)
             with self._context(), self._writable(dst) as target:
                 launch(self._module, "put_rows", dtype, n_rows * row_size, target, rows, device_indices,
                        np.int64(n_rows), np.int64(row_size))
@@ -83,6 +85,7 @@ class KernelRows:
                 device_indices = self._device_indices(indices)
 
                 def add(dst):
+                    _check_row_size("add_rows_atomic", dst, row_size)
                     with self._context(), self._writable(dst) as target:
                         launch(self._module, "add_rows_atomic", dtype, n_rows * row_size, target, rows,
                                device_indices, np.int64(n_rows), np.int64(row_size))
@@ -97,6 +100,7 @@ class KernelRows:
                                                         host=True))
 
         def add(dst):
+            _check_row_size("add_rows_deterministic", dst, row_size)
             with self._context(), self._writable(dst) as target:
                 launch(self._module, "add_rows_deterministic", dtype, n_groups * row_size, target, rows,
                        packed[:n_rows], packed[n_rows:n_rows + n_groups + 1], packed[n_rows + n_groups + 1:],
@@ -133,3 +137,11 @@ def _check_rows(kernel, indices, n_destinations, rows=None, row_size=None):
 
 def _nothing(dst):
     pass
+
+
+def _check_row_size(kernel, array, row_size):
+    """InternalError unless ``array``'s rows hold ``row_size`` elements: the kernels index it
+    with that row size, so a wider or narrower row would reach past the array (as _check_rows)."""
+    if math.prod(array.shape[1:]) != row_size:
+        raise InternalError(f"{kernel}: rows of {row_size} elements, but the array's rows hold "
+                            f"{math.prod(array.shape[1:])} (shape {list(array.shape)})")

@@ -114,3 +114,50 @@ def test_primitives_refuse_fewer_rows_than_indices(primitive, mode):
         else:
             backend.add_rows(dst, np.array([0, 1, 1], np.int64), rows, mode)
     assert backend._module.launched == [] and not dst.any()
+
+
+@pytest.mark.parametrize("primitive, mode", [("take_rows", None), ("put_rows", None),
+                                             ("add_rows", "deterministic"), ("add_rows", "atomic")])
+def test_primitives_refuse_rows_of_another_size_than_the_arrays(primitive, mode):
+    # The kernels index the array with the rows' size: rows of 6 elements into an array of
+    # rows of 3 would reach past its last row (its memory here is the head of a larger buffer).
+    backend = _emulated_as()
+    buffer = np.zeros(64, np.float32)
+    dst = buffer[:12].reshape(4, 3)
+    indices = np.array([3], np.int64)
+    with pytest.raises(InternalError, match=r"rows of 6 elements, but the array's rows hold 3 \(shape \[4, 3\]\)"):
+        if primitive == "take_rows":
+            backend.prepare_take_rows(indices, (6,), dst.dtype)(dst)
+        elif primitive == "put_rows":
+            backend.put_rows(dst, indices, np.ones((1, 6), np.float32))
+        else:
+            backend.add_rows(dst, indices, np.ones((1, 6), np.float32), mode)
+    assert backend._module.launched == [] and not buffer.any()
+
+
+def test_a_scatter_with_repeats_into_empty_slots_puts_each_row_once(monkeypatch):
+    # put_rows' threads write distinct rows (kernels/put_rows.cu): the first arrivals' identity
+    # fill of a gradient array names each empty slot once, however often the scatter names it.
+    import gpu_tensorarray as gta
+    from gpu_tensorarray import raw_ops
+
+    backend = load_backend("emulated")
+    puts, run = [], backend._module.run
+
+    def recording(kernel, dtype, blocks, threads, args):
+        if kernel == "put_rows":
+            puts.append(np.array(args[2][:int(args[3])]))
+        return run(kernel, dtype, blocks, threads, args)
+
+    monkeypatch.setattr(backend._module, "run", recording)
+    with gta.device("emulated"):
+        handle, flow = raw_ops.TensorArrayV3(size=3, dtype=np.float32)
+        grad, flow = raw_ops.TensorArrayGradV3(handle=handle, flow_in=flow, source="gradients")
+        indices = np.array([0, 0, 1, 0], np.int32)
+        rows = np.arange(8, dtype=np.float32).reshape(4, 2)
+        flow = raw_ops.TensorArrayScatterV3(handle=grad, indices=indices, value=rows, flow_in=flow)
+        value = raw_ops.TensorArrayGatherV3(handle=grad, indices=[0, 1], flow_in=flow, dtype=np.float32)
+    assert puts and all(len(np.unique(put)) == len(put) for put in puts)
+    expected = np.zeros((3, 2), np.float32)
+    np.add.at(expected, indices, rows)
+    assert np.array_equal(np.asarray(value), expected[:2])
