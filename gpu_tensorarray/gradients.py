@@ -105,7 +105,7 @@ class Op:
 
 def _grad_array(handle, dtype, flow, grad_name):
     # As TensorFlow: wrap the forward handle, then TensorArrayGradV3 with ``flow``.
-    return (TensorArray(dtype=dtype, handle=handle, flow=flow, colocate_with_first_write_call=False)
+    return (TensorArray(dtype=dtype, handle=handle, flow=flow, colocate_with_first_write_call=False, mode="tf1")
             .grad(source=grad_source(grad_name), flow=flow))
 
 

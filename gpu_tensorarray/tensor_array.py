@@ -68,7 +68,8 @@ class TensorArray:
     # _shape_cell: the element shape known from the values passed in (TensorFlow's
     # Python-side shape inference), shared by every TensorArray of one handle and
     # by its gradient arrays, as in TensorFlow.
-    __slots__ = ("_handle", "_flow", "_dtype", "_infer_shape", "_dynamic_size", "_known_size", "_shape_cell")
+    __slots__ = ("_handle", "_flow", "_dtype", "_infer_shape", "_dynamic_size", "_known_size", "_shape_cell",
+                 "__weakref__")
     _shape_cell: Any        # [shape or None]; None in mode "tf2", which keeps shapes elsewhere
 
     def __new__(cls, dtype: DTypeLike, size: IntLike | None = None, dynamic_size: bool | None = None,
@@ -206,7 +207,7 @@ class TensorArray:
         # The flow is checked first: a refused one must leave no gradient array, and the size unlocked.
         flow = self._flow if flow is None else self._handle.array.backend.flow(flow, self._handle)
         grad_handle, _ = raw_ops.TensorArrayGradV3(self._handle, flow, source)
-        grad = TensorArray(self._dtype, handle=grad_handle, flow=flow, infer_shape=self._infer_shape)
+        grad = TensorArray(self._dtype, handle=grad_handle, flow=flow, infer_shape=self._infer_shape, mode="tf1")
         grad._shape_cell = self._shape_cell
         return grad
 

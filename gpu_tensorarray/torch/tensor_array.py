@@ -51,7 +51,7 @@ class TensorArray:
 
     # _state: shared by every TensorArray of the array (autograd.ArrayState); _n: the
     # state's count of tracked writes when this one was made (superseded-read check).
-    __slots__ = ("_ta", "_backend", "_state", "_n", "_host")
+    __slots__ = ("_ta", "_backend", "_state", "_n", "_host", "__weakref__")
 
     def __new__(cls, *args, mode=None, **kwargs):
         refuse_tracing()

@@ -107,7 +107,7 @@ def _grow(phys, length, method):
 class TF2TensorArray:
     """tf.TensorArray as TensorFlow 2 runs it, with torch tensors and autograd (see the module doc)."""
 
-    __slots__ = ("_contents", "_version", "_dynamic_size", "_infer_shape", "_dtype")
+    __slots__ = ("_contents", "_version", "_dynamic_size", "_infer_shape", "_dtype", "__weakref__")
 
     def __init__(self, dtype, size=None, dynamic_size=None, clear_after_read=None, tensor_array_name=None,
                  handle=None, flow=None, infer_shape=True, element_shape=None,

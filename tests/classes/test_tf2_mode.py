@@ -368,6 +368,39 @@ def test_mode_argument_context_and_default(backend):
         gta.TensorArray("float32", size=1, mode="tf3")
 
 
+def test_a_tf1_arrays_gradients_whatever_the_default_mode(backend):
+    # The gradient functions and TensorArray.grad wrap the gradient array's handle under TF1
+    # rules, the only ones a handle has, whatever mode the caller made the default.
+    x = np.arange(6.0).reshape(2, 3)
+    with gta.GradientTape() as tape:
+        ta = gta.TensorArray("float64", size=2, mode="tf1").unstack(x)
+        y = ta.read(1)
+    with gta.tensor_array_mode("tf2"):
+        gradient = gta.to_numpy(tape.gradient(y, x))
+        grad = gta.TensorArray("float32", size=2, mode="tf1").grad("source")
+    assert gradient.tolist() == [[0, 0, 0], [1, 1, 1]]
+    assert type(grad) is gta.TensorArray
+    gta.set_tensor_array_mode("tf2")
+    try:
+        assert type(gta.TensorArray("float32", size=2, mode="tf1").grad("source")) is gta.TensorArray
+    finally:
+        gta.set_tensor_array_mode(None)
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_a_tensor_array_can_be_weakly_referenced(backend, mode):
+    # As tf.TensorArray can: a cache keyed weakly by the arrays a program makes works.
+    import gc
+    import weakref
+
+    ta = gta.TensorArray("float32", size=1, mode=mode)
+    reference = weakref.ref(ta)
+    assert reference() is ta
+    del ta
+    gc.collect()
+    assert reference() is None
+
+
 def test_mode_from_the_environment():
     code = ("import gpu_tensorarray as gta; ta = gta.TensorArray('float32', size=1); "
             "print(type(ta).__name__, gta.get_tensor_array_mode())")

@@ -743,6 +743,25 @@ def test_a_copy_is_the_same_list_whatever_the_default_mode(backend):
         assert copy.copy(tf2).read(0).tolist() == [1.0, 1.0]
 
 
+def test_a_tf1_arrays_gradient_array_whatever_the_default_mode(backend):
+    with gpu_tensorarray.tensor_array_mode("tf2"):
+        grad = TensorArray(F64, size=2, mode="tf1").grad("source")
+    assert type(grad) is TensorArray and int(grad.size()) == 2
+
+
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_a_torch_tensor_array_can_be_weakly_referenced(backend, mode):
+    import gc
+    import weakref
+
+    ta = TensorArray(F64, size=1, mode=mode)
+    reference = weakref.ref(ta)
+    assert reference() is ta
+    del ta
+    gc.collect()
+    assert reference() is None
+
+
 @pytest.mark.parametrize("call", [
     lambda ta: ta.read(0), lambda ta: ta.stack(), lambda ta: ta.gather([1, 2]), lambda ta: ta.concat(),
 ])
