@@ -27,6 +27,7 @@ as they are (graph breaks), and a read's flow gradient is a tensor, which its su
 """
 
 import itertools
+import os
 import re
 import secrets
 import sys
@@ -144,6 +145,11 @@ _passes = {}                             # autograd graph task id -> _Pass
 # allocation, also in a thread that holds it (each section below survives that).
 _passes_lock = threading.RLock()
 _pass_numbers = itertools.count()
+# What the torch TensorArrays of one array share between threads: a tracked write's entries in
+# its state's lists, and a read's turning them into a node (two threads reading at once must not
+# make two nodes of one run). Held for plain list work and the node's making: nothing inside
+# takes another lock of the bridge's.
+state_lock = threading.Lock()
 
 
 class _PassEnd:
@@ -190,6 +196,26 @@ def _open_pass(task):
         backward_pass = _passes[task] = _Pass(next(_pass_numbers), weakref.ref(end))
     torch.autograd.Variable._execution_engine.queue_callback(end)
     return backward_pass
+
+
+def _after_fork_in_child():
+    """A child process has its locks anew (another thread may have held one at the fork), and
+    the passes of the parent's other threads, which do not exist here, are abandoned: the next
+    pass, or open_passes(), ends them and closes their gradient arrays."""
+    global _passes_lock, state_lock
+    _passes_lock, state_lock = threading.RLock(), threading.Lock()
+    running = torch._C._current_graph_task_id()
+    for task, backward_pass in list(_passes.items()):
+        if task != running:
+            backward_pass.end = _abandoned
+
+
+def _abandoned():
+    return None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _end_abandoned():
@@ -513,15 +539,17 @@ read_node = _applier(_Reader)
 def materialize(state, ta, backend):
     """The state's flow after its pending writes: one node for all of them (none under
     no_grad, which would make a node that records nothing: they stay pending)."""
-    pending = state.pending
-    if pending and torch.is_grad_enabled():
-        for position, (value, version) in enumerate(zip(pending, state.versions)):
-            if value._version != version:
-                raise _changed_after_write(ta, state, position)
-        flow = _write_run(state.flow, state, ta, backend, (state.kinds, state.wheres, pending), *pending)
-        # One statement without a call: an interrupt (during the node's making, say) leaves the
-        # writes pending, for the next read to make their node, or the node in place.
-        state.flow, state.pending, state.kinds, state.wheres, state.versions = flow, [], [], [], []
+    if state.pending and torch.is_grad_enabled():
+        with state_lock:                # (another thread's read may have made the node meanwhile)
+            pending = state.pending
+            for position, (value, version) in enumerate(zip(pending, state.versions)):
+                if value._version != version:
+                    raise _changed_after_write(ta, state, position)
+            if pending:
+                flow = _write_run(state.flow, state, ta, backend, (state.kinds, state.wheres, pending), *pending)
+                # One statement without a call: an interrupt (during the node's making, say) leaves the
+                # writes pending, for the next read to make their node, or the node in place.
+                state.flow, state.pending, state.kinds, state.wheres, state.versions = flow, [], [], [], []
     return state.flow
 
 

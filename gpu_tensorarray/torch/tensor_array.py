@@ -14,6 +14,7 @@ import torch
 from .. import device as _device
 from .. import get_backend as _get_backend
 from .. import modes, raw_ops
+from . import autograd as _autograd
 from ..errors import InvalidArgumentError, about
 from ..host import host_ints
 from ..registry import deep_copy_refused
@@ -219,15 +220,17 @@ class TensorArray:
         state = self._state
         if isinstance(value, torch.Tensor) and value.requires_grad and _is_grad_enabled():
             where, slots = where()
-            state.count += 1
-            state.pending.append(value)
-            state.kinds.append(kind)
-            state.wheres.append(where)
-            state.versions.append(value._version)
-            if not state.internal:
-                written_by, count = state.written_by, state.count
-                for slot in slots:
-                    written_by[slot] = count
+            with _autograd.state_lock:
+                count = state.count = state.count + 1
+                state.pending.append(value)
+                state.kinds.append(kind)
+                state.wheres.append(where)
+                state.versions.append(value._version)
+                if not state.internal:
+                    written_by = state.written_by
+                    for slot in slots:
+                        written_by[slot] = count
+            return count
         return state.count
 
     def write(self, index, value, name=None):
@@ -269,16 +272,19 @@ class TensorArray:
                 and _is_grad_enabled():
             if type(index) is not int:
                 index = int(index)                   # the op took it: a scalar integer
-            count = state.count = state.count + 1
-            state.pending.append(value)
-            state.kinds.append(WRITE)
-            state.wheres.append(index)
-            state.versions.append(value._version)
-            if not state.internal:
-                state.written_by[index] = count
+            with _autograd.state_lock:
+                count = state.count = state.count + 1
+                state.pending.append(value)
+                state.kinds.append(WRITE)
+                state.wheres.append(index)
+                state.versions.append(value._version)
+                if not state.internal:
+                    state.written_by[index] = count
+        else:
+            count = state.count
         result = _new(TensorArray)
         result._ta, result._backend, result._state, result._n, result._host = \
-            ta, self._backend, state, state.count, self._host
+            ta, self._backend, state, count, self._host
         return result
 
     def scatter(self, indices, value, name=None):

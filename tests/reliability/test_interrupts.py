@@ -530,6 +530,47 @@ class _FakeDevice:
         self.log.append("synchronize")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_during_a_torch_backward_pass_ends_that_pass_and_runs_its_own():
+    """A thread of the parent was inside a torch bridge backward pass, holding the bridge's locks,
+    when the process forked: in the child, where that thread does not exist, the pass is ended
+    (its gradient arrays closed) and a backward pass of the child's own runs and ends."""
+    torch = pytest.importorskip("torch")
+    import gpu_tensorarray as gta
+    from gpu_tensorarray.torch import TensorArray as TorchTensorArray
+    from gpu_tensorarray.torch import autograd
+
+    def step():
+        x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+        ta = TorchTensorArray(torch.float64, size=2).write(0, x * 2).write(1, x * 3)
+        ta.stack().sum().backward()
+        return x.grad.tolist()
+
+    with gta.device("numpy"):
+        x = torch.ones(3, dtype=torch.float64, requires_grad=True)
+        written = x * 2
+        inside, release = threading.Event(), threading.Event()
+        written.register_hook(lambda grad: (inside.set(), release.wait(30)) and None)
+        loss = TorchTensorArray(torch.float64, size=1).write(0, written).stack().sum()
+        thread = threading.Thread(target=loss.backward, daemon=True)
+        thread.start()
+        assert inside.wait(10) and autograd.open_passes() == 1     # its gradient array exists
+        pid, finish = _fork_while_held(autograd._passes_lock, autograd.state_lock)
+        if pid == 0:
+            code = 10
+            try:
+                code = 11 if autograd.open_passes() else 12
+                code = 13 if step() != [5.0, 5.0, 5.0] else 14
+                code = 0 if autograd.open_passes() == 0 else 15
+            finally:
+                os._exit(code)
+        code = finish()
+        release.set()
+        thread.join(10)
+    assert code == 0, f"the child failed at step {code}"
+    assert x.grad.tolist() == [2.0, 2.0, 2.0] and autograd.open_passes() == 0
+
+
 def test_an_interrupt_in_the_device_step_never_keeps_the_lock_or_loses_the_order():
     from gpu_tensorarray.backends.device_guard import DeviceScope
 

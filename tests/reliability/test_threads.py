@@ -561,6 +561,62 @@ def test_concurrent_reads_of_a_tf2_array_each_get_their_slot(backend, setup):
             assert value == expected.get(index, [0.0, 0.0]), (index, value)
 
 
+# -- the torch bridge: one array's tracked writes and reads in several threads --------------------
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_threads_reading_one_torch_array_with_pending_writes_each_get_its_gradient(backend, mode):
+    """Two threads read an array whose tracked writes are not yet a node: one of them makes the
+    node, the other reads through it (two nodes of one run, or one of mismatched lists, gave
+    torch's "incorrect number of gradients" or a wrong gradient)."""
+    torch = pytest.importorskip("torch")
+    from gpu_tensorarray.torch import TensorArray as TorchTensorArray
+
+    sys.setswitchinterval(1e-6)
+    options = {"clear_after_read": False} if mode == "tf1" else {}
+    for _ in range(100):
+        x = torch.ones(4, 3, dtype=torch.float64, requires_grad=True)
+        ta = TorchTensorArray(torch.float64, size=4, mode=mode, **options)
+        for index in range(4):
+            ta = ta.write(index, x[index] * 1.0)
+        start, grads = barrier(2), {}
+
+        def reader(k):
+            start.wait()
+            grads[k] = torch.autograd.grad(ta.read(k).sum(), [x], retain_graph=True)[0]
+
+        run_threads(*each_thread(reader, 2))
+        for k in (0, 1):
+            expected = torch.zeros(4, 3, dtype=torch.float64)
+            expected[k] = 1
+            assert torch.equal(grads[k], expected), (k, grads[k])
+
+
+def test_threads_writing_one_torch_array_lose_no_tracked_write(backend):
+    """Tracked writes of distinct slots from several threads through one TensorArray: each
+    write's value gets its slot's gradient (the shared lists and count stay whole)."""
+    torch = pytest.importorskip("torch")
+    from gpu_tensorarray.torch import TensorArray as TorchTensorArray
+
+    sys.setswitchinterval(1e-6)
+    slots = 4 * N_THREADS
+    for _ in range(20):
+        x = torch.ones(slots, 2, dtype=torch.float64, requires_grad=True)
+        ta = TorchTensorArray(torch.float64, size=slots)
+        start = barrier()
+
+        def writer(k):
+            start.wait()
+            for index in range(k, slots, N_THREADS):
+                ta.write(index, x[index] * (index + 1))
+
+        run_threads(*each_thread(writer))
+        # The array after every thread's writes: at its current flow (each thread's own result
+        # is superseded by the others' writes).
+        current = TorchTensorArray(torch.float64, handle=ta.handle, flow=ta.flow)
+        (current.stack() * 1.0).sum().backward()
+        expected = torch.arange(1, slots + 1, dtype=torch.float64)[:, None].expand(slots, 2)
+        assert torch.equal(x.grad, expected)
+
+
 # -- the registry under concurrent creation, closing and garbage collection ---------------------------------------
 def test_concurrent_creation_gives_unique_names_and_stats_stay_consistent(backend):
     before = baseline()
