@@ -555,7 +555,9 @@ def _target_gradient(target, gradient, producer):
     array of the target's backend; of the target's dtype, as tf.function requires."""
     backend = producer.array.backend
     if gradient is None:
-        return backend.from_host(np.ones(tuple(target.shape), target.dtype))
+        ones = backend.empty(tuple(target.shape), target.dtype)    # (through the allocation door)
+        ones[...] = 1
+        return ones
     if not hasattr(gradient, "dtype"):
         try:
             host = np.asarray(gradient, dtype=target.dtype)

@@ -259,7 +259,7 @@ class TensorArray:
                                        f"got a scalar")
         count = shape[0]
         try:
-            return self.scatter(np.arange(count), value, name=name)
+            return self.scatter(range(count), value, name=name)     # (the op checks a range before listing it)
         except InvalidArgumentError as error:
             # TensorFlow's unstack is this scatter, so its text comes first; the advice follows it.
             if not error.message.startswith("Max scatter index must be < array size") or \

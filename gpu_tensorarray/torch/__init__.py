@@ -22,10 +22,13 @@ Needs PyTorch (``pip install "gpu_tensorarray[torch]"``; README, "PyTorch autogr
 
 try:
     import torch as _torch  # noqa: F401
-except ImportError as error:       # say what to install, not just what is missing
-    raise ImportError(
+except ModuleNotFoundError as error:       # say what to install, not just what is missing
+    if error.name != "torch":
+        raise
+    # ModuleNotFoundError, as Python's own for a missing module (pytest.importorskip skips on it).
+    raise ModuleNotFoundError(
         "gpu_tensorarray.torch needs PyTorch: pip install 'gpu_tensorarray[torch]' (on Linux, a CPU build: "
-        "pip install torch --index-url https://download.pytorch.org/whl/cpu)") from error
+        "pip install torch --index-url https://download.pytorch.org/whl/cpu)", name="torch") from error
 
 import importlib.util  # noqa: E402
 import sys  # noqa: E402

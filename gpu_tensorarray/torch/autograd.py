@@ -43,7 +43,7 @@ from ..registry import registry
 from ..errors import FailedPreconditionError, InvalidArgumentError, OpError, UnimplementedError, described, shown
 from ..host import host_ints
 from ..shapes import except_first
-from .crossing import cuda_scope, to_torch, torch_has_cuda, unsupported_transform
+from .crossing import cuda_scope, joined, to_torch, torch_has_cuda, unsupported_transform
 from .tf2 import is_storage
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "EVERY", "ZERO_FLOW",
@@ -497,9 +497,9 @@ def _accumulated_grads(gradient, writes, rows, flow_grad):
         if kind == WRITE:
             grad = row(where)
         elif kind == SCATTER:
-            grad = torch.stack([row(slot) for slot in where.tolist()]) if len(where) else None
+            grad = joined(torch.stack, [row(slot) for slot in where.tolist()], "a gradient") if len(where) else None
         else:
-            grad = torch.cat([row(slot) for slot in range(len(where))]) if len(where) else None
+            grad = joined(torch.cat, [row(slot) for slot in range(len(where))], "a gradient") if len(where) else None
         grads.append(_zeros(value, flow_grad) if grad is None else _on(grad, value))
     return tuple(grads)
 

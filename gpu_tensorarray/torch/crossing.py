@@ -26,7 +26,8 @@ import torch
 
 from .. import dtypes
 from ..backends.arrays import torch_bits_resolved
-from ..errors import InternalError, InvalidArgumentError, OpError, ResourceExhaustedError, UnimplementedError, about
+from ..errors import (InternalError, InvalidArgumentError, OpError, ResourceExhaustedError, UnimplementedError, about,
+                      described)
 from ..host import element_count
 
 __all__ = ["as_dtype", "torch_dtype", "to_backend", "to_torch", "from_host", "zeros", "cuda_scope", "host_value",
@@ -111,10 +112,37 @@ def zeros(shape, dtype, device, backend):
     except OpError:
         raise
     except RuntimeError as error:
-        if isinstance(error, _TORCH_OUT_OF_MEMORY) or "can't allocate memory" in str(error):
+        if _out_of_memory(error):
             raise ResourceExhaustedError(f"OOM when allocating {what} ({nbytes} bytes) on {device}: {error}") from None
         raise InternalError(f"torch could not make the zeros of an unwritten slot ({what} on {device}): "
                             f"{error}") from None
+
+
+def _out_of_memory(error):
+    """Whether torch's error is its allocator's: an OutOfMemoryError on a GPU, a plain RuntimeError
+    on the CPU."""
+    return isinstance(error, _TORCH_OUT_OF_MEMORY) or "can't allocate memory" in str(error)
+
+
+def joined(join, tensors, what):
+    """``join(tensors)`` (torch.stack or torch.cat of values read): torch failing to allocate the
+    result is ResourceExhaustedError, as the library's own joins fail."""
+    try:
+        return join(tensors)
+    except RuntimeError as error:
+        if not _out_of_memory(error):
+            raise
+        raise ResourceExhaustedError(f"OOM when joining {len(tensors)} values into {what}: {error}") from None
+
+
+def host_copy(array, what):
+    """A copy of a NumPy array of the library's (a view of storage) for torch to own; running out
+    of host memory is ResourceExhaustedError."""
+    try:
+        return np.array(array)
+    except MemoryError as error:
+        raise ResourceExhaustedError(f"OOM when copying {what} of shape {list(array.shape)} out of the array on "
+                                     f"the host: {described(error)}") from None
 
 
 def to_backend(value, backend, owner=None):
@@ -161,7 +189,7 @@ def to_backend(value, backend, owner=None):
         array = value.cpu().numpy()
         return array.view(dtype) if bits else array
     except (RuntimeError, TypeError, BufferError) as error:
-        if isinstance(error, _TORCH_OUT_OF_MEMORY):      # contiguous() or cpu() allocate through torch
+        if _out_of_memory(error):      # contiguous() or cpu() allocate through torch
             raise ResourceExhaustedError(f"OOM when copying a value of shape {list(value.shape)} on {value.device} "
                                          f"to store it: {error}{about(owner)}") from None
         # Which tensors cannot cross is asked only here, once one failed: the common path pays nothing.
@@ -249,7 +277,7 @@ def to_torch(array, backend):
     if type(array) is not np.ndarray:
         array = np.asarray(array)
     if not array.flags.writeable or not array.flags.c_contiguous:
-        array = array.copy()                        # a view of storage (or a layout torch refuses)
+        array = host_copy(array, "a value read")    # a view of storage (or a layout torch refuses)
     return from_host(array)
 
 

@@ -21,8 +21,8 @@ from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, EVERY, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
                        materialize, read_node, read_value, register_wrapper, tracked)
-from .crossing import (as_dtype, cuda_scope, host_value, refuse_tangent, refuse_tracing, to_backend, torch_dtype,
-                       torch_has_cuda)
+from .crossing import (as_dtype, cuda_scope, host_copy, host_value, refuse_tangent, refuse_tracing, to_backend,
+                       torch_dtype, torch_has_cuda)
 from .tf2 import TF2TensorArray, register_storage_class
 
 __all__ = ["TensorArray"]
@@ -197,7 +197,7 @@ class TensorArray:
             ta = self._ta
             value = _raw_read(ta._handle, index if type(index) is int else host_value(index), ta._flow, ta._dtype)
             if type(value) is not np.ndarray or not value.flags.writeable:
-                value = np.array(value)          # a view of storage: torch has no read-only tensors
+                value = host_copy(value, "a value read")    # a view of storage: torch has no read-only tensors
             return torch.from_numpy(value)
         index = host_value(index)
         return self._read(READ, index, "read", lambda: (_slot(index),))

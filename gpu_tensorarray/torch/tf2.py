@@ -36,7 +36,7 @@ from ..errors import InvalidArgumentError, UnimplementedError, described, shown
 from ..host import host_ints, scalar_int
 from ..registry import deep_copy_refused, registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
-from .crossing import as_dtype, from_host, host_value, refuse_tangent, refused, zeros
+from .crossing import as_dtype, from_host, host_value, joined, refuse_tangent, refused, zeros
 
 __all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
 
@@ -317,7 +317,8 @@ class TF2TensorArray:
         if None not in slots:
             return contents.storage.gather(np.asarray(slots, np.int64))
         zeros = self._zeros(contents, self._zero_shape(contents, method, indices if method == "gather" else None))
-        return torch.stack([zeros if slot is None else contents.storage.read(slot) for slot in slots])
+        return joined(torch.stack, [zeros if slot is None else contents.storage.read(slot) for slot in slots],
+                      f"a {method} of {len(slots)} values")
 
     # -- ops -----------------------------------------------------------------------------------
     def identity(self):
@@ -393,7 +394,8 @@ class TF2TensorArray:
         if None in slot_shapes:
             zeros = self._zeros(contents, tf2_lists.concat_zeros_shape(contents.element_shape, contents.list_shape,
                                                                        slot_shapes))
-        return torch.cat([zeros if slot is None else contents.storage.read(slot) for slot in contents.phys])
+        return joined(torch.cat, [zeros if slot is None else contents.storage.read(slot) for slot in contents.phys],
+                      "a concat")
 
     def scatter(self, indices, value, name=None):
         contents = self._current()
@@ -409,7 +411,7 @@ class TF2TensorArray:
                 _grow(contents.phys, max(indices) + 1, "scatter")
             try:
                 first = self._fresh(contents, len(indices), "scatter")
-                contents.storage = contents.storage.scatter(np.arange(first, first + len(indices)), value)
+                contents.storage = contents.storage.scatter(range(first, first + len(indices)), value)
             except BaseException:
                 del contents.phys[length:]
                 raise
@@ -429,7 +431,7 @@ class TF2TensorArray:
         element_shape = self._shape_after(contents, value.shape[1:], "unstack")
         storage = contents.make_storage(count)
         if count:
-            storage = storage.scatter(np.arange(count), value)
+            storage = storage.scatter(range(count), value)
         row_shape = tuple(value.shape[1:])
         self._replaced(contents, storage, [row_shape] * count, value, lambda: value.unbind(0), element_shape,
                        row_shape)

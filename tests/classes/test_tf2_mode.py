@@ -740,8 +740,9 @@ def _torch():
 
 
 def _torch_tensor_array(**attributes):
+    torch = _torch()                    # (skips without torch, before the bridge's import fails)
     from gpu_tensorarray.torch import TensorArray as TorchTensorArray
-    return TorchTensorArray(_torch().float32, mode="tf2", **attributes)
+    return TorchTensorArray(torch.float32, mode="tf2", **attributes)
 
 
 @pytest.mark.parametrize("watch_accessed", [True, False])

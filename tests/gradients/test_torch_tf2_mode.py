@@ -776,6 +776,47 @@ def test_zeros_past_the_memory_are_the_library_class_s_resource_exhausted_error(
     assert str(caught.value) == str(expected.value)
 
 
+@pytest.mark.parametrize("join, call", [("stack", lambda ta: ta.stack()), ("stack", lambda ta: ta.gather([0, 1])),
+                                         ("cat", lambda ta: ta.concat())])
+def test_torch_failing_to_join_values_is_resource_exhausted_error(backend, monkeypatch, join, call):
+    """A list with an unwritten slot joins its values with torch: torch finding no memory for
+    the result (a plain RuntimeError on the CPU) is the library's ResourceExhaustedError, and
+    the list is as it was."""
+    ta = TensorArray(F64, size=2, element_shape=(3,), mode="tf2").write(0, torch.ones(3, dtype=F64))
+    original = getattr(torch, join)
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 48 bytes")
+    monkeypatch.setattr(torch, join, no_memory)
+    with pytest.raises(ResourceExhaustedError, match="OOM when joining 2 values into .*can't allocate memory"):
+        call(ta)
+    monkeypatch.setattr(torch, join, original)
+    assert ta.stack().tolist() == [[1.0, 1.0, 1.0], [0.0, 0.0, 0.0]]
+
+
+def test_no_memory_for_a_read_values_copy_is_resource_exhausted_error(backend, monkeypatch):
+    """A CPU read's value is copied out of the storage for torch: no host memory for the copy is
+    ResourceExhaustedError (NumPy's MemoryError escaped)."""
+    if backend.name == "cupy":
+        pytest.skip("a device array is copied on its device")
+    from gpu_tensorarray.torch import crossing
+
+    class NoMemory:
+        def __getattr__(self, name):
+            return getattr(np, name)
+
+        @staticmethod
+        def array(*args, **kwargs):
+            raise MemoryError("Unable to allocate 24.0 B for an array with shape (3,)")
+
+    ta = TensorArray(F64, size=2, clear_after_read=False).write(0, torch.ones(3, dtype=F64))
+    monkeypatch.setattr(crossing, "np", NoMemory())
+    with pytest.raises(ResourceExhaustedError, match=r"OOM when copying a value read of shape \[3\]"):
+        ta.read(0)
+    monkeypatch.undo()
+    assert ta.read(0).tolist() == [1.0, 1.0, 1.0]
+
+
 def test_torch_failing_to_allocate_zeros_is_resource_exhausted_error(backend, monkeypatch):
     """Below the limit torch may still find no memory (a plain RuntimeError on the CPU)."""
     def no_memory(*args, **kwargs):

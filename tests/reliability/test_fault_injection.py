@@ -385,6 +385,28 @@ def test_forward_scatter_of_a_huge_broadcast_view(backend):
     assert snapshot(handle) == before
 
 
+@pytest.mark.parametrize("dynamic_size", [True, False])
+def test_the_class_s_unstack_of_a_huge_broadcast_view_is_the_op_s_error(backend, dynamic_size):
+    # 2**44 rows of no elements hold 4 bytes: the class lists no indices for them (a bare
+    # MemoryError escaped); the op refuses indices past int32, as TensorFlow's are.
+    ta = gta.TensorArray("float32", size=0 if dynamic_size else 3, dynamic_size=dynamic_size)
+    before = snapshot(ta.handle)
+    with pytest.raises(errors.InvalidArgumentError, match="indices value 17592186044415 does not fit in int32"):
+        ta.unstack(np.broadcast_to(np.float32(1), (2**44, 0)))
+    assert snapshot(ta.handle) == before
+
+
+def test_a_gradients_seed_goes_through_the_door(backend, monkeypatch):
+    # The ones a target's gradient starts from are allocated through the door: no memory for
+    # them is ResourceExhaustedError, and the next computation works.
+    x = np.ones((2, 3), np.float32)
+    with gta.GradientTape(persistent=True) as tape:
+        target = gta.TensorArray("float32", size=2).unstack(x).gather([0, 1])
+    door, error = run_with_door(backend, monkeypatch, lambda: tape.gradient(target, x), fail_at=1)
+    assert error is not None and door.calls[0] == "tensor of shape [2, 3]", door.calls
+    assert host(tape.gradient(target, x)).tolist() == np.ones((2, 3)).tolist()
+
+
 # -- the three "also"s ---------------------------------------------------------------------------
 def test_int32_max_slots_check_the_flags_before_allocating_them(backend, monkeypatch):
     # A 2 GiB flag buffer over a 1 GiB host limit: refused at once, nothing zero-filled.

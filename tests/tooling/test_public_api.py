@@ -123,3 +123,17 @@ def test_the_raw_ops_stub_matches_tensorflow(name):
     tf = pytest.importorskip("tensorflow")
     stubs, _ = _stub_signatures()
     assert [parameter for parameter, _ in stubs[name]] == list(inspect.signature(getattr(tf.raw_ops, name)).parameters)
+
+
+def test_the_torch_bridge_without_torch_is_a_module_not_found_error_that_says_what_to_install():
+    # A missing module's error, as Python's own: pytest.importorskip and `except ModuleNotFoundError`
+    # treat the bridge as they treat torch (a plain ImportError made the suite fail without torch).
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "try:\n    import gpu_tensorarray.torch\n"
+            "except ModuleNotFoundError as error:\n    print(error.name, '|', error)\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    name, _, message = result.stdout.partition(" | ")
+    assert name == "torch" and "gpu_tensorarray.torch needs PyTorch: pip install 'gpu_tensorarray[torch]'" in message
