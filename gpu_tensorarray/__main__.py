@@ -146,8 +146,11 @@ def demo(args):
 
 
 def bench(args):
-    print("error: the benchmarks are not part of the installed package: from a source checkout, run "
-          "python -m bench --help", file=sys.stderr)
+    where = "the benchmarks are not part of the installed package: from a source checkout, run python -m bench --help"
+    if args.rest[:1] in (["-h"], ["--help"]):       # asked what it does: that is the answer
+        print(f"bench: {where}")
+        return 0
+    print(f"error: {where}", file=sys.stderr)
     return 2
 
 
@@ -189,6 +192,7 @@ def main(argv=None):
     args, rest = parser.parse_known_args(argv)
     if rest and args.command != "bench":
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    args.rest = rest
     try:
         status = args.run(args)
         sys.stdout.flush()

@@ -72,6 +72,14 @@ def test_each_subcommand_says_what_it_does_and_shows_an_example(capsys, monkeypa
     assert f"example:\n  gpu-tensorarray {command}" in out
 
 
+@pytest.mark.parametrize("help_flag", ["--help", "-h"])
+def test_bench_help_says_where_the_benchmarks_are_and_any_other_use_is_an_error(capsys, monkeypatch, help_flag):
+    code, out, err = _run(["bench", help_flag], capsys, monkeypatch)
+    assert (code, err) == (0, "") and "from a source checkout, run python -m bench --help" in out
+    code, out, err = _run(["bench", "--rounds", "3"], capsys, monkeypatch)
+    assert (code, out) == (2, "") and err.count("\n") == 1 and "python -m bench --help" in err
+
+
 def test_the_top_level_help_lists_the_subcommands_and_an_example(capsys, monkeypatch):
     code, out, _ = _run(["--help"], capsys, monkeypatch)
     assert code == 0 and out.startswith("usage: gpu-tensorarray [-h] [--version] {")
