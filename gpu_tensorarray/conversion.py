@@ -27,7 +27,7 @@ Whatever a caller's object raises while being read (``__array__``, ``__dlpack__`
 import numpy as np
 
 from . import dtypes, strings
-from .errors import InvalidArgumentError, OpError, ResourceExhaustedError, about, described, shown
+from .errors import InvalidArgumentError, OpError, ResourceExhaustedError, about, described, host_memory_ran_out, shown
 from .python_values import as_host_array
 
 __all__ = ["to_tensor", "to_flow", "truth", "host_array"]
@@ -97,6 +97,8 @@ def host_array(value, owner=None):
     cannot read is InvalidArgumentError."""
     try:
         return as_host_array(value)
+    except MemoryError as error:
+        raise host_memory_ran_out(f"a value of type {type(value).__name__}", error, owner) from None
     except Exception as error:      # whatever a caller's object raises, it is no value
         if isinstance(value, (list, tuple)):
             try:        # str beside bytes that NumPy cannot decode as ASCII: TensorFlow's strings
@@ -132,6 +134,8 @@ def to_flow(backend, flow_in=0.0, owner=None):
     try:
         host = np.asarray(backend.to_numpy(flow_in) if isinstance(flow_in, backend.array_type) else flow_in,
                           dtype=_FLOAT32)
+    except MemoryError as error:
+        raise host_memory_ran_out("flow_in", error, owner) from None
     except Exception as error:
         raise InvalidArgumentError(f"flow_in must be a float scalar, got {shown(flow_in)}: {described(error)}"
                                    f"{about(owner)}") from None

@@ -55,6 +55,12 @@ def allocation_over_limit(what: str, nbytes: int, limit: int, backend: str, devi
         f"OOM when allocating {what}: {nbytes} bytes exceed the {backend} backend's limit of {limit} bytes on {device}")
 
 
+def host_memory_ran_out(what: str, error: BaseException, owner: Any = None) -> ResourceExhaustedError:
+    """The ResourceExhaustedError for NumPy's MemoryError while converting a caller's value (a
+    full host is no fault of the value's, which every other exception there is)."""
+    return ResourceExhaustedError(f"OOM when converting {what} on the host: {described(error)}{about(owner)}")
+
+
 class OpError(Exception):
     """Base of every error an op raises. ``error_code`` is TensorFlow's code."""
 

@@ -20,7 +20,7 @@ except ImportError:         # not on Windows
     resource = None
 
 from .backends.arrays import cupy_to_host, is_cupy_array
-from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, shown
+from .errors import InvalidArgumentError, ResourceExhaustedError, about, described, host_memory_ran_out, shown
 from .python_values import INT64_MAX, INT64_MIN as _INT64_MIN, NUMPY_INTS, as_host_array, integer_leaves
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
@@ -62,6 +62,8 @@ def host_ints_bounded(value, what, dtype_name="int32", owner=None):
                                          f"{described(error)}{about(owner)}") from None
     try:
         array = as_host_array(value)
+    except MemoryError as error:
+        raise host_memory_ran_out(what, error, owner) from None
     except Exception as error:      # whatever a caller's object raises, it is not an index
         raise InvalidArgumentError(
             f"{what} must be {dtype_name} values, got {shown(value)}: {described(error)}{about(owner)}") from None

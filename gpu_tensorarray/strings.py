@@ -9,7 +9,7 @@ them, so a layout may keep them without copying.
 
 import numpy as np
 
-from .errors import InvalidArgumentError, about, shown
+from .errors import InvalidArgumentError, about, host_memory_ran_out, shown
 
 __all__ = ["STRING", "is_string_like", "as_strings", "as_objects", "empty_strings", "stacked", "joined", "payload_bytes"]
 
@@ -36,6 +36,8 @@ def as_strings(value, owner=None):
             array = value.astype(object)        # NumPy's fixed-width strings: plain str/bytes elements
         else:
             array = np.array(value, dtype=object)
+    except MemoryError as error:
+        raise host_memory_ran_out("a value to strings", error, owner) from None
     except Exception as error:          # ragged lists, hostile __len__/__getitem__
         raise InvalidArgumentError(f"Cannot convert value {shown(value)} to a string tensor: "
                                    f"{type(error).__name__}: {error}{about(owner)}") from None

@@ -407,6 +407,34 @@ def test_a_gradients_seed_goes_through_the_door(backend, monkeypatch):
     assert host(tape.gradient(target, x)).tolist() == np.ones((2, 3)).tolist()
 
 
+class _ArrayLike:
+    """A value NumPy reads through ``__array__`` (no DLPack, not a Python value)."""
+
+    def __array__(self, dtype=None, copy=None):
+        return np.ones(2, np.float32)
+
+
+@pytest.mark.parametrize("module, op", [
+    ("host", lambda ta: ta.scatter([0, 1], np.ones((2, 2), np.float32))),
+    ("host", lambda ta: ta.gather([0, 1])),
+    ("conversion", lambda ta: ta.write(2, _ArrayLike())),
+])
+def test_no_host_memory_to_convert_an_argument_is_resource_exhausted(backend, monkeypatch, module, op):
+    # NumPy's MemoryError while a caller's list becomes an array is the host's fault, not the
+    # argument's: ResourceExhaustedError (it was InvalidArgumentError "must be int32 values").
+    import importlib
+
+    ta = gta.TensorArray("float32", size=3, clear_after_read=False).unstack(np.ones((2, 2), np.float32))
+    before = snapshot(ta.handle)
+
+    def no_memory(value, *args, **kwargs):
+        raise MemoryError("Unable to allocate 8.00 GiB for an array")
+    monkeypatch.setattr(importlib.import_module(f"gpu_tensorarray.{module}"), "as_host_array", no_memory)
+    with pytest.raises(errors.ResourceExhaustedError, match="OOM when converting .* on the host: MemoryError"):
+        op(ta)
+    assert snapshot(ta.handle) == before
+
+
 # -- the three "also"s ---------------------------------------------------------------------------
 def test_int32_max_slots_check_the_flags_before_allocating_them(backend, monkeypatch):
     # A 2 GiB flag buffer over a 1 GiB host limit: refused at once, nothing zero-filled.
