@@ -6,6 +6,7 @@ ndarray protocol that NumPy and CuPy share (``.shape``, ``.dtype``, slicing,
 they never live on the device, so no primitive synchronises to read them.
 """
 
+import copy
 import threading
 
 import numpy as np
@@ -46,6 +47,20 @@ class Backend:
     #: Whether ``readonly`` gives copies (a GPU: no read-only arrays): layouts then
     #: allocate a returned value's memory while an op prepares, not after it commits.
     values_are_copies = False
+
+    def with_copied_values(self):
+        """This backend, with ``values_are_copies``: every value a read returns is a fresh array
+        of the caller's own, allocated before the read marks its slots. For arrays whose values
+        go where no view can stay read-only (torch tensors): a copy made after the read would
+        find a full memory with the slot already read. Itself where values are copies already."""
+        if self.values_are_copies:
+            return self
+        variant = self.__dict__.get("_copied_values")
+        if variant is None:         # (two threads may each make one: either serves)
+            variant = copy.copy(self)
+            variant.values_are_copies = True
+            self._copied_values = variant
+        return variant
 
     #: What the library raises when an allocation fails (the backend's own OOM class added).
     out_of_memory_errors = (MemoryError,)

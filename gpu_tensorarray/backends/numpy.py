@@ -87,6 +87,8 @@ class NumpyBackend(Backend):
     def readonly(self, array):
         # Called once per allocation (a contiguous array): reads index the result, at the
         # cost of indexing the array itself.
+        if self.values_are_copies:          # (with_copied_values)
+            return _Copies(array)
         return _readonly_root(array).reshape(array.shape).view(ReadOnlyArray)
 
     def memory_limit(self):
@@ -115,6 +117,19 @@ class NumpyBackend(Backend):
         def join(arrays):
             return np.concatenate(arrays, axis=0, out=out)
         return join
+
+
+class _Copies:
+    """An allocation's stand-in for a read-only view where values are copies: indexing copies
+    (NumPy's MemoryError, should it find no memory, is the op's ResourceExhaustedError)."""
+
+    __slots__ = ("_array",)
+
+    def __init__(self, array):
+        self._array = array
+
+    def __getitem__(self, key):
+        return np.array(self._array[key])
 
 
 def _host_copy(value):

@@ -68,11 +68,10 @@ class TensorArray:
         library_flow = None if flow is None else 0.0     # the library's flow orders nothing here: ours does
         arguments = (as_dtype(dtype), size, dynamic_size, clear_after_read, tensor_array_name, handle, library_flow,
                      infer_shape, element_shape, colocate_with_first_write_call, name)
-        backend = _get_backend(None if device is None else str(device))
-        if backend.name == "cupy" or device is not None:
-            with _device(backend), cuda_scope(backend):   # a CUDA array is allocated on torch's stream
-                self._ta = _LibraryTensorArray(*arguments, mode="tf1")
-        else:                                             # the active device's host backend
+        # Values read come out as copies made before the read marks its slots (a torch tensor
+        # cannot be a read-only view), so a read that finds no memory for one reads nothing.
+        backend = _get_backend(None if device is None else str(device)).with_copied_values()
+        with _device(backend), cuda_scope(backend):       # a CUDA array is allocated on torch's stream
             self._ta = _LibraryTensorArray(*arguments, mode="tf1")
         self._backend = self._ta.handle.array.backend
         self._host = _shares_numpy(self._backend, self._ta.dtype)
@@ -197,7 +196,9 @@ class TensorArray:
             ta = self._ta
             value = _raw_read(ta._handle, index if type(index) is int else host_value(index), ta._flow, ta._dtype)
             if type(value) is not np.ndarray or not value.flags.writeable:
-                value = host_copy(value, "a value read")    # a view of storage: torch has no read-only tensors
+                # A view of storage (an array the library made, wrapped by handle): torch has no
+                # read-only tensors. Arrays made here read copies (with_copied_values).
+                value = host_copy(value, "a value read")
             return torch.from_numpy(value)
         index = host_value(index)
         return self._read(READ, index, "read", lambda: (_slot(index),))
