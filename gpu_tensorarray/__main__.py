@@ -147,7 +147,7 @@ def demo(args):
 
 def bench(args):
     where = "the benchmarks are not part of the installed package: from a source checkout, run python -m bench --help"
-    if args.rest[:1] in (["-h"], ["--help"]):       # asked what it does: that is the answer
+    if "-h" in args.rest or "--help" in args.rest:     # asked what it does: that is the answer
         print(f"bench: {where}")
         return 0
     print(f"error: {where}", file=sys.stderr)

@@ -79,6 +79,8 @@ def to_tensor(backend, value, dtype=None, owner=None):
         raise ResourceExhaustedError(error.message + about(owner)) from None
     except OpError:
         raise
+    except MemoryError as error:    # a foreign (GPU) tensor's host copy
+        raise host_memory_ran_out(f"a value of type {type(value).__name__}", error, owner) from None
     except Exception as error:      # a hostile __dlpack__, __dlpack_device__ or __getattr__
         raise InvalidArgumentError(f"Cannot convert a value of type {type(value).__name__} to a tensor: reading "
                                    f"it as an array raised {described(error)}{about(owner)}") from None

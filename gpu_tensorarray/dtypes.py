@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, shown
+from .errors import InvalidArgumentError, OpError, UnimplementedError, about, described, host_memory_ran_out, shown
 from .python_values import INT64_MAX as _INT64_MAX, INT64_MIN as _INT64_MIN, integer_leaves, leaf_types
 
 __all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported", "finfo",
@@ -347,6 +347,13 @@ def python_value_as(value, dtype, owner=None):
     For a string ``dtype`` the value is returned as it is: TensorFlow prefers the
     array's dtype there without requiring it (conversion.to_tensor reads strings, and
     any other value keeps its own dtype, which the op then refuses)."""
+    try:
+        return _python_value_as(value, dtype, owner)
+    except MemoryError as error:
+        raise host_memory_ran_out(f"{shown(value)} to {tf_name(dtype)}", error, owner) from None
+
+
+def _python_value_as(value, dtype, owner):
     if dtype is STRING:
         return value
     ints = integer_leaves(value) if dtype.kind in "iu" and isinstance(value, (list, tuple)) else None
@@ -360,6 +367,8 @@ def python_value_as(value, dtype, owner=None):
         return np.array(value, dtype=dtype)
     try:
         host = np.asarray(value)
+    except MemoryError:
+        raise
     except Exception as error:
         raise InvalidArgumentError(
             f"Cannot convert value {shown(value)} to {tf_name(dtype)}: {described(error)}{about(owner)}") from None

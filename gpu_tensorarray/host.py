@@ -24,7 +24,7 @@ from .errors import InvalidArgumentError, ResourceExhaustedError, about, describ
 from .python_values import INT64_MAX, INT64_MIN as _INT64_MIN, NUMPY_INTS, as_host_array, integer_leaves
 
 __all__ = ["host_ints", "host_ints_bounded", "host_indices", "scalar_int", "NUMPY_INTS", "index_vector", "spans", "flag_view",
-           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "has_duplicates", "repeats",
+           "is_index_vector", "flags_all_equal", "flags_at", "count_distinct", "distinct", "has_duplicates", "repeats",
            "lone_arrivals",
            "first_true", "element_count", "checked_int64_sum", "host_memory_limit", "INT32_MIN", "INT32_MAX", "INT64_MAX"]
 

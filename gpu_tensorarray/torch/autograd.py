@@ -47,7 +47,8 @@ from .crossing import cuda_scope, joined, to_torch, torch_has_cuda, unsupported_
 from .tf2 import is_storage
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "EVERY", "ZERO_FLOW",
-           "materialize", "read_node", "read_value", "tracked", "open_passes", "register_wrapper", "check_current"]
+           "materialize", "read_node", "read_value", "record_write", "tracked", "open_passes", "register_wrapper",
+           "check_current"]
 
 #: The flow of an array no tracked write has reached: shared, never handed out (``flow`` gives a copy).
 ZERO_FLOW = torch.zeros((), dtype=torch.float32)
@@ -98,8 +99,9 @@ def check_current(ta, state, n, slots, method):
     """InvalidArgumentError when a read through a TensorArray that a later tracked write
     superseded would read a value that write wrote: its gradient would be lost."""
     written_by = state.written_by
-    if slots is None:                        # stack, concat: every slot
-        slots = written_by
+    if slots is None:                        # stack, concat: every slot (listed whole: other threads write)
+        with state_lock:
+            slots = list(written_by)
     for slot in slots:
         if written_by.get(slot, 0) > n:
             raise InvalidArgumentError(
@@ -147,9 +149,9 @@ _passes_lock = threading.RLock()
 _pass_numbers = itertools.count()
 # What the torch TensorArrays of one array share between threads: a tracked write's entries in
 # its state's lists, and a read's turning them into a node (two threads reading at once must not
-# make two nodes of one run). Held for plain list work and the node's making: nothing inside
-# takes another lock of the bridge's.
-state_lock = threading.Lock()
+# make two nodes of one run). Reentrant: a signal handler, or a finaliser the collector runs
+# (which may also take _passes_lock), can write into an array while its thread holds it.
+state_lock = threading.RLock()
 
 
 class _PassEnd:
@@ -203,7 +205,7 @@ def _after_fork_in_child():
     the passes of the parent's other threads, which do not exist here, are abandoned: the next
     pass, or open_passes(), ends them and closes their gradient arrays."""
     global _passes_lock, state_lock
-    _passes_lock, state_lock = threading.RLock(), threading.Lock()
+    _passes_lock, state_lock = threading.RLock(), threading.RLock()
     running = torch._C._current_graph_task_id()
     for task, backward_pass in list(_passes.items()):
         if task != running:
@@ -541,16 +543,41 @@ def materialize(state, ta, backend):
     no_grad, which would make a node that records nothing: they stay pending)."""
     if state.pending and torch.is_grad_enabled():
         with state_lock:                # (another thread's read may have made the node meanwhile)
-            pending = state.pending
-            for position, (value, version) in enumerate(zip(pending, state.versions)):
+            count = len(state.pending)
+            for position, (value, version) in enumerate(zip(state.pending, state.versions)):
                 if value._version != version:
                     raise _changed_after_write(ta, state, position)
-            if pending:
-                flow = _write_run(state.flow, state, ta, backend, (state.kinds, state.wheres, pending), *pending)
+            if count:
+                # The node gets lists of its own: a write that a signal handler or a finaliser makes
+                # while it is being made joins the next run.
+                pending = state.pending[:count]
+                flow = _write_run(state.flow, state, ta, backend, (state.kinds[:count], state.wheres[:count], pending),
+                                  *pending)
                 # One statement without a call: an interrupt (during the node's making, say) leaves the
                 # writes pending, for the next read to make their node, or the node in place.
-                state.flow, state.pending, state.kinds, state.wheres, state.versions = flow, [], [], [], []
+                state.flow, state.pending, state.kinds, state.wheres, state.versions = \
+                    flow, state.pending[count:], state.kinds[count:], state.wheres[count:], state.versions[count:]
     return state.flow
+
+
+def record_write(state, value, kind, where, slots):
+    """A tracked write's entry in its state's lists -> the state's count after it. The value goes
+    in last: an interrupt among the appends leaves entries past the values, which the next write
+    drops first (they would pair the lists wrongly)."""
+    with state_lock:
+        pending = state.pending
+        if len(state.kinds) != len(pending):
+            del state.kinds[len(pending):], state.wheres[len(pending):], state.versions[len(pending):]
+        state.kinds.append(kind)
+        state.wheres.append(where)
+        state.versions.append(value._version)
+        pending.append(value)
+        count = state.count = state.count + 1
+        if not state.internal:
+            written_by = state.written_by
+            for slot in slots:
+                written_by[slot] = count
+    return count
 
 
 def _changed_after_write(ta, state, position):

@@ -112,13 +112,13 @@ def zeros(shape, dtype, device, backend):
     except OpError:
         raise
     except RuntimeError as error:
-        if _out_of_memory(error):
+        if out_of_memory(error):
             raise ResourceExhaustedError(f"OOM when allocating {what} ({nbytes} bytes) on {device}: {error}") from None
         raise InternalError(f"torch could not make the zeros of an unwritten slot ({what} on {device}): "
                             f"{error}") from None
 
 
-def _out_of_memory(error):
+def out_of_memory(error):
     """Whether torch's error is its allocator's: an OutOfMemoryError on a GPU, a plain RuntimeError
     on the CPU."""
     return isinstance(error, _TORCH_OUT_OF_MEMORY) or "can't allocate memory" in str(error)
@@ -130,7 +130,7 @@ def joined(join, tensors, what):
     try:
         return join(tensors)
     except RuntimeError as error:
-        if not _out_of_memory(error):
+        if not out_of_memory(error):
             raise
         raise ResourceExhaustedError(f"OOM when joining {len(tensors)} values into {what}: {error}") from None
 
@@ -189,7 +189,7 @@ def to_backend(value, backend, owner=None):
         array = value.cpu().numpy()
         return array.view(dtype) if bits else array
     except (RuntimeError, TypeError, BufferError) as error:
-        if _out_of_memory(error):      # contiguous() or cpu() allocate through torch
+        if out_of_memory(error):      # contiguous() or cpu() allocate through torch
             raise ResourceExhaustedError(f"OOM when copying a value of shape {list(value.shape)} on {value.device} "
                                          f"to store it: {error}{about(owner)}") from None
         # Which tensors cannot cross is asked only here, once one failed: the common path pays nothing.

@@ -14,13 +14,12 @@ import torch
 from .. import device as _device
 from .. import get_backend as _get_backend
 from .. import modes, raw_ops
-from . import autograd as _autograd
 from ..errors import InvalidArgumentError, about
 from ..host import host_ints
 from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, EVERY, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
-                       materialize, read_node, read_value, register_wrapper, tracked)
+                       materialize, read_node, read_value, record_write, register_wrapper, tracked)
 from .crossing import (as_dtype, cuda_scope, host_copy, host_value, refuse_tangent, refuse_tracing, to_backend,
                        torch_dtype, torch_has_cuda)
 from .tf2 import TF2TensorArray, register_storage_class
@@ -221,17 +220,7 @@ class TensorArray:
         state = self._state
         if isinstance(value, torch.Tensor) and value.requires_grad and _is_grad_enabled():
             where, slots = where()
-            with _autograd.state_lock:
-                count = state.count = state.count + 1
-                state.pending.append(value)
-                state.kinds.append(kind)
-                state.wheres.append(where)
-                state.versions.append(value._version)
-                if not state.internal:
-                    written_by = state.written_by
-                    for slot in slots:
-                        written_by[slot] = count
-            return count
+            return record_write(state, value, kind, where, slots)
         return state.count
 
     def write(self, index, value, name=None):
@@ -273,14 +262,7 @@ class TensorArray:
                 and _is_grad_enabled():
             if type(index) is not int:
                 index = int(index)                   # the op took it: a scalar integer
-            with _autograd.state_lock:
-                count = state.count = state.count + 1
-                state.pending.append(value)
-                state.kinds.append(WRITE)
-                state.wheres.append(index)
-                state.versions.append(value._version)
-                if not state.internal:
-                    state.written_by[index] = count
+            count = record_write(state, value, WRITE, index, (index,))
         else:
             count = state.count
         result = _new(TensorArray)

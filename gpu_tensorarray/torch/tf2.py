@@ -32,11 +32,11 @@ import torch
 from .. import messages, tf2_lists
 from ..conversion import truth
 from ..dtypes import attribute_of, python_value_as, tf_name
-from ..errors import InvalidArgumentError, UnimplementedError, described, shown
+from ..errors import InvalidArgumentError, UnimplementedError, described, host_memory_ran_out, shown
 from ..host import host_ints, scalar_int
 from ..registry import deep_copy_refused, registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
-from .crossing import as_dtype, from_host, host_value, joined, refuse_tangent, refused, zeros
+from .crossing import as_dtype, from_host, host_value, joined, out_of_memory, refuse_tangent, refused, zeros
 
 __all__ = ["TF2TensorArray", "register_storage_class", "is_storage"]
 
@@ -210,7 +210,12 @@ class TF2TensorArray:
                 # bfloat16 (ml_dtypes'), which torch's NumPy import lacks, through its bits
                 value = from_host(np.array(array)) if array.dtype == dtype and self._dtype is torch.bfloat16 else \
                     torch.as_tensor(array, dtype=self._dtype)
+            except MemoryError as error:
+                raise host_memory_ran_out(f"{shown(value)} to a {self._dtype} tensor", error, self.handle) from None
             except Exception as error:      # None, a string, ragged lists, whatever a caller's object raises
+                if isinstance(error, RuntimeError) and out_of_memory(error):      # torch's allocator
+                    raise host_memory_ran_out(f"{shown(value)} to a {self._dtype} tensor", error,
+                                              self.handle) from None
                 raise messages.tf2_error(f"Cannot convert {shown(value)} to a {self._dtype} tensor: "
                                          f"{described(error)}", method) from None
         if type(value) is not torch.Tensor or value.is_nested or value.layout != torch.strided or value.is_meta:

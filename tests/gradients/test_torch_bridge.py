@@ -1302,3 +1302,26 @@ def test_a_write_past_a_size_that_a_backward_pass_fixed_says_why(backend):
                                                    "is: 1 .*dynamic_size=True: a gradient array") as raised:
         ta.write(1, x * 3)
     assert raised.value.__context__ is None
+
+
+def test_a_write_made_while_a_run_becomes_a_node_joins_the_next_run(backend, monkeypatch):
+    """A tracked write that a signal handler or a finaliser makes while the same thread turns a run
+    of writes into a node (holding the bridge's lock) neither waits for that thread (a hang) nor
+    joins the node being made: it is the next run's, and every value gets its slot's gradient."""
+    from gpu_tensorarray.torch import autograd
+
+    x = torch.ones(3, 2, dtype=F64, requires_grad=True)
+    ta = TensorArray(F64, size=3, clear_after_read=False).write(0, x[0] * 1.0).write(1, x[1] * 2.0)
+    real, later = autograd._write_run, []
+
+    def reentering(*args):
+        if not later:
+            later.append(ta.write(2, x[2] * 3.0))         # as a handler would, in the same thread
+        return real(*args)
+    monkeypatch.setattr(autograd, "_write_run", reentering)
+    first = ta.read(0)
+    monkeypatch.undo()
+    (current,) = later
+    loss = first.sum() + 10 * current.read(1).sum() + 100 * current.read(2).sum()
+    loss.backward()
+    assert x.grad.tolist() == [[1.0, 1.0], [20.0, 20.0], [300.0, 300.0]]

@@ -407,6 +407,28 @@ def test_a_gradients_seed_goes_through_the_door(backend, monkeypatch):
     assert host(tape.gradient(target, x)).tolist() == np.ones((2, 3)).tolist()
 
 
+@pytest.mark.parametrize("mode", ["tf1", "tf2"])
+def test_no_host_memory_to_convert_a_python_list_is_resource_exhausted(backend, monkeypatch, mode):
+    # The class converts a Python list to the array's dtype (dtypes.python_value_as) itself.
+    from gpu_tensorarray import dtypes
+
+    ta = gta.TensorArray("float32", size=3, mode=mode)
+    real = dtypes.np
+
+    class NoMemory:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def asarray(*args, **kwargs):
+            raise MemoryError("Unable to allocate 8.00 GiB for an array")
+    monkeypatch.setattr(dtypes, "np", NoMemory())
+    with pytest.raises(errors.ResourceExhaustedError, match=r"OOM when converting \[1.0, 2.0\] to float on the host"):
+        ta.write(0, [1.0, 2.0])
+    monkeypatch.undo()
+    assert host(ta.write(0, [1.0, 2.0]).read(0)).tolist() == [1.0, 2.0]
+
+
 class _ArrayLike:
     """A value NumPy reads through ``__array__`` (no DLPack, not a Python value)."""
 

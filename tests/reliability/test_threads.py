@@ -590,31 +590,44 @@ def test_threads_reading_one_torch_array_with_pending_writes_each_get_its_gradie
             assert torch.equal(grads[k], expected), (k, grads[k])
 
 
-def test_threads_writing_one_torch_array_lose_no_tracked_write(backend):
-    """Tracked writes of distinct slots from several threads through one TensorArray: each
-    write's value gets its slot's gradient (the shared lists and count stay whole)."""
+def test_threads_writing_one_torch_array_keep_each_values_entry_whole(backend):
+    """Tracked writes from two threads through one TensorArray: a thread switch in the middle of
+    one write's bookkeeping (forced here, after its value's entry) must not pair that value with
+    the other write's slot (each value's gradient is its own slot's)."""
     torch = pytest.importorskip("torch")
     from gpu_tensorarray.torch import TensorArray as TorchTensorArray
 
-    sys.setswitchinterval(1e-6)
-    slots = 4 * N_THREADS
-    for _ in range(20):
-        x = torch.ones(slots, 2, dtype=torch.float64, requires_grad=True)
-        ta = TorchTensorArray(torch.float64, size=slots)
-        start = barrier()
+    class Pausing(list):
+        """The pending values' list: the first thread stops after adding its value."""
 
-        def writer(k):
-            start.wait()
-            for index in range(k, slots, N_THREADS):
-                ta.write(index, x[index] * (index + 1))
+        def append(self, value):
+            super().append(value)
+            if threading.current_thread().name == "first":
+                second_may_write.set()
+                time.sleep(0.05)
 
-        run_threads(*each_thread(writer))
-        # The array after every thread's writes: at its current flow (each thread's own result
-        # is superseded by the others' writes).
+    for _ in range(5):
+        x = torch.ones(2, 3, dtype=torch.float64, requires_grad=True)
+        ta = TorchTensorArray(torch.float64, size=2)
+        ta._state.pending = Pausing()
+        second_may_write = threading.Event()
+
+        def first():
+            ta.write(0, x[0] * 1.0)
+
+        def second():
+            second_may_write.wait(10)
+            ta.write(1, x[1] * 2.0)
+
+        threads = [threading.Thread(target=first, name="first"), threading.Thread(target=second, name="second")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(JOIN_TIMEOUT_S)
+        # The array after both writes: at its current flow (each thread's own result is superseded).
         current = TorchTensorArray(torch.float64, handle=ta.handle, flow=ta.flow)
-        (current.stack() * 1.0).sum().backward()
-        expected = torch.arange(1, slots + 1, dtype=torch.float64)[:, None].expand(slots, 2)
-        assert torch.equal(x.grad, expected)
+        (current.stack() * torch.tensor([[1.0], [10.0]], dtype=torch.float64)).sum().backward()
+        assert x.grad.tolist() == [[1.0] * 3, [20.0] * 3]
 
 
 # -- the registry under concurrent creation, closing and garbage collection ---------------------------------------
