@@ -196,3 +196,18 @@ def cuda_devices():
         return cupy.cuda.runtime.getDeviceCount()
     except Exception:
         return 0
+
+
+class NumpyWithoutMemory:
+    """NumPy, but for ``function`` (a name), which finds no memory as NumPy reports it: set in
+    place of a module's ``np`` (monkeypatch) to fail that module's allocations alone."""
+
+    def __init__(self, function):
+        self._function = function
+
+    def __getattr__(self, name):
+        if name == self._function:
+            def no_memory(*args, **kwargs):
+                raise MemoryError("Unable to allocate 8.00 GiB for an array")
+            return no_memory
+        return getattr(np, name)

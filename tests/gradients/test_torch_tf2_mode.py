@@ -801,17 +801,10 @@ def test_no_memory_for_a_read_values_copy_reads_nothing(backend, monkeypatch):
     if backend.name == "cupy":
         pytest.skip("a device array is copied on its device")
     from gpu_tensorarray.backends import numpy as numpy_backend
-
-    class NoMemory:
-        def __getattr__(self, name):
-            return getattr(np, name)
-
-        @staticmethod
-        def array(*args, **kwargs):
-            raise MemoryError("Unable to allocate 24.0 B for an array with shape (3,)")
+    from ta_conformance_util import NumpyWithoutMemory
 
     ta = TensorArray(F64, size=2).write(0, torch.ones(3, dtype=F64))
-    monkeypatch.setattr(numpy_backend, "np", NoMemory())
+    monkeypatch.setattr(numpy_backend, "np", NumpyWithoutMemory("array"))
     with pytest.raises(ResourceExhaustedError, match="OOM in TensorArrayReadV3: host memory ran out"):
         ta.read(0)
     monkeypatch.undo()

@@ -412,17 +412,10 @@ def test_no_host_memory_to_convert_a_python_list_is_resource_exhausted(backend, 
     # The class converts a Python list to the array's dtype (dtypes.python_value_as) itself.
     from gpu_tensorarray import dtypes
 
+    from ta_conformance_util import NumpyWithoutMemory
+
     ta = gta.TensorArray("float32", size=3, mode=mode)
-    real = dtypes.np
-
-    class NoMemory:
-        def __getattr__(self, name):
-            return getattr(real, name)
-
-        @staticmethod
-        def asarray(*args, **kwargs):
-            raise MemoryError("Unable to allocate 8.00 GiB for an array")
-    monkeypatch.setattr(dtypes, "np", NoMemory())
+    monkeypatch.setattr(dtypes, "np", NumpyWithoutMemory("asarray"))
     with pytest.raises(errors.ResourceExhaustedError, match=r"OOM when converting \[1.0, 2.0\] to float on the host"):
         ta.write(0, [1.0, 2.0])
     monkeypatch.undo()
