@@ -28,6 +28,7 @@ __all__ = ["as_dtype", "bfloat16", "tf_name", "c_type", "name_of", "is_supported
 
 BFLOAT16 = "bfloat16"
 STRING = np.dtype(object)       # strings.STRING: TensorFlow's as_numpy_dtype of tf.string
+_FLOAT32 = np.dtype("float32")
 
 # numpy name -> TensorFlow's DataTypeString name (used in messages).
 _TF_NAMES = {
@@ -290,6 +291,19 @@ def python_value_dtype(host_array, value):
         f"numpy sees dtype {host_array.dtype} (ragged lists, strings and objects are not supported)")
 
 
+def _not_of_dtype(value, host, dtype, owner):
+    """The error for a Python value ``dtype`` cannot take. TensorFlow converts it to a dtype of
+    its own, which a TensorArray's op then refuses: ``written_dtypes`` (that dtype's name and
+    ``dtype``'s) lets the classes say so in TensorFlow's words (written_dtype_error)."""
+    error = InvalidArgumentError(f"Cannot convert value {shown(value)} (numpy sees {host.dtype}) to "
+                                 f"{tf_name(dtype)}{about(owner)}")
+    try:
+        error.written_dtypes = (tf_name(python_value_dtype(host, value)), tf_name(dtype))
+    except InvalidArgumentError:
+        pass
+    return error
+
+
 _FLOAT16 = np.dtype("float16")
 _BOOLS = frozenset((bool, np.bool_))
 
@@ -380,10 +394,11 @@ def _python_value_as(value, dtype, owner):
         raise InvalidArgumentError(problem + about(owner))
     # NumPy sees Python ints as int64 and [] as float64: ints may become unsigned (the range
     # check below refuses what does not fit), and an empty list any dtype, as in TensorFlow.
-    if host.dtype.kind not in "biufc" or (host.size and not np.can_cast(host.dtype, dtype, casting="same_kind")
+    # ml_dtypes' bfloat16 (kind "V") casts from any dtype as "same_kind", complex too: it is a float.
+    kind = _FLOAT32 if name_of(dtype) == BFLOAT16 else dtype
+    if host.dtype.kind not in "biufc" or (host.size and not np.can_cast(host.dtype, kind, casting="same_kind")
                                            and not (host.dtype.kind in "iu" and dtype.kind == "u")):
-        raise InvalidArgumentError(f"Cannot convert value {shown(value)} (numpy sees {host.dtype}) to "
-                                   f"{tf_name(dtype)}{about(owner)}")
+        raise _not_of_dtype(value, host, dtype, owner)
     converted = host.astype(dtype)
     if dtype.kind in "iu" and not np.array_equal(converted, host):
         raise InvalidArgumentError(

@@ -347,8 +347,8 @@ def list_zeros_unknown(method, shape):
 
 
 def list_rows_differ(method, expected, shape):
-    return tf2_error(f"Incompatible shapes during merge: {format_shape(expected)} vs. {format_shape(shape)} (the "
-                     f"rows of one {method} must have one shape)", method)
+    return tf2_error(f"PartialTensorShape: Incompatible shapes during merge: {format_shape(expected)} vs. "
+                     f"{format_shape(shape)} (the rows of one {method} must have one shape)", method)
 
 
 def list_empty_gather_shape(shape):

@@ -32,8 +32,10 @@ def as_strings(value, owner=None):
     str and bytes) as a fresh NumPy object array of bytes; InvalidArgumentError naming
     the first element that is neither str nor bytes."""
     try:
-        if isinstance(value, np.ndarray) and value.dtype.kind in "SU":
-            array = value.astype(object)        # NumPy's fixed-width strings: plain str/bytes elements
+        if isinstance(value, (np.ndarray, np.bytes_, np.str_)) and value.dtype.kind in "SU":
+            # NumPy's fixed-width strings: plain str/bytes elements, trailing NULs dropped (a NumPy
+            # string scalar's too, as TensorFlow converts it; not those in a list, nor Python's own)
+            array = np.asarray(value).astype(object)
         else:
             array = np.array(value, dtype=object)
     except MemoryError as error:

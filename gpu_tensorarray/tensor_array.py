@@ -189,7 +189,15 @@ class TensorArray:
         if type(value) is backend.array_type:
             return value, value.shape
         if isinstance(value, _PYTHON_VALUES) and not isinstance(value, np.generic):
-            value = dtypes.python_value_as(value, self._dtype, self._handle)
+            try:
+                value = dtypes.python_value_as(value, self._dtype, self._handle)
+            except InvalidArgumentError as error:
+                written = getattr(error, "written_dtypes", None)
+                if written is None:
+                    raise
+                # TensorFlow converts the value to its own dtype, which the op refuses.
+                raise InvalidArgumentError(f"TensorArray dtype is {written[1]} but Op is trying to write dtype "
+                                           f"{written[0]}.{about(self._handle)}") from None
         if type(value) is np.ndarray:
             return value, value.shape
         return value, to_tensor(backend, value, self._dtype, self._handle).shape

@@ -33,6 +33,9 @@ def converted(method, convert, *args):
     try:
         return convert(*args)
     except InvalidArgumentError as failure:
+        written_dtypes = getattr(failure, "written_dtypes", None)     # (dtypes.python_value_as)
+        if written_dtypes is not None:
+            raise messages.list_dtype(method, *written_dtypes) from None
         raise messages.tf2_error(failure.message, method) from None
 
 

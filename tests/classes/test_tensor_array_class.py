@@ -103,11 +103,27 @@ def test_python_ints_convert_to_unsigned_and_empty_lists_to_any_dtype(backend, m
 
 
 @pytest.mark.parametrize("mode", ["tf1", "tf2"])
-@pytest.mark.parametrize("dtype, value", [("uint8", 256), ("uint8", -1), ("uint64", [2**64]), ("bool", [1]),
-                                          ("int32", [1.5])])
+@pytest.mark.parametrize("dtype, value", [("uint8", 256), ("uint8", -1), ("uint64", [2**64])])
 def test_python_values_that_do_not_fit_are_refused_never_wrapped(backend, mode, dtype, value):
     with pytest.raises(errors.InvalidArgumentError, match="Cannot convert"):
         TensorArray(dtype, size=1, mode=mode).write(0, value)
+
+
+@pytest.mark.parametrize("dtype, value, written", [("bool", [1], "int32"), ("int32", [1.5], "float"),
+                                                   ("int8", 1.5, "float"), ("half", 1 + 2j, "complex128"),
+                                                   ("bfloat16", 1 + 2j, "complex128"), ("uint8", -1.0, "float")])
+def test_a_python_value_of_another_kind_is_refused_in_tensorflows_words(backend, dtype, value, written):
+    # TensorFlow converts the value to its own dtype (a Python float to float32) and refuses that:
+    # TF1's class in the op's words, tf.function's TF2 class in the list's (checked on TF 2.21).
+    if dtype == "bfloat16":
+        pytest.importorskip("ml_dtypes")
+    name = "half" if dtype == "half" else dtype
+    with pytest.raises(errors.InvalidArgumentError, match=rf"^TensorArray dtype is {name} but Op is trying to write "
+                                                          rf"dtype {written}\."):
+        TensorArray("float16" if dtype == "half" else dtype, size=1).write(0, value)
+    with pytest.raises(errors.InvalidArgumentError, match=rf"^Invalid data types; op elements {written} but list "
+                                                          rf"elements {name} \(TensorArray.write, mode 'tf2'\)"):
+        TensorArray("float16" if dtype == "half" else dtype, size=1, mode="tf2").write(0, value)
 
 
 def test_arrays_keep_their_own_dtype(backend):

@@ -401,6 +401,14 @@ def test_a_tensor_array_can_be_weakly_referenced(backend, mode):
     assert reference() is None
 
 
+def test_rows_of_two_shapes_under_a_partial_element_shape_stack_in_tensorflows_words(backend):
+    ta = gta.TensorArray("float32", size=2, element_shape=[None, 2], infer_shape=False, mode="tf2")
+    ta = ta.write(0, np.zeros((1, 2), np.float32)).write(1, np.zeros((3, 2), np.float32))
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=re.escape("PartialTensorShape: Incompatible shapes during merge: [1,2] vs. [3,2]")):
+        ta.stack()
+
+
 def test_mode_from_the_environment():
     code = ("import gpu_tensorarray as gta; ta = gta.TensorArray('float32', size=1); "
             "print(type(ta).__name__, gta.get_tensor_array_mode())")

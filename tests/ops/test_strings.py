@@ -61,6 +61,17 @@ def test_str_bytes_unicode_and_empty_strings_round_trip(backend):
     assert ta.dtype == OBJECT
 
 
+@pytest.mark.parametrize("value, expected", [(np.bytes_(b"a\x00"), b"a"), (np.str_("a\x00"), b"a"),
+                                             ([np.bytes_(b"x\x00\x00")], [b"x\x00\x00"]), (b"a\x00", b"a\x00"),
+                                             ("a\x00", b"a\x00")])
+def test_trailing_nuls_as_tensorflow_reads_them(backend, value, expected):
+    # A NumPy string scalar loses its trailing NULs (TensorFlow converts it through a fixed-width
+    # array); Python's own str and bytes, and NumPy scalars inside a list, keep them (TF 2.21).
+    handle, flow = ro.TensorArrayV3(size=1, dtype="string")
+    flow = ro.TensorArrayWriteV3(handle=handle, index=0, value=value, flow_in=flow)
+    assert np.asarray(ro.TensorArrayReadV3(handle=handle, index=0, flow_in=flow, dtype="string")).tolist() == expected
+
+
 def test_values_are_host_object_arrays_on_every_backend(backend):
     ta = TensorArray("string", size=2, clear_after_read=False).write(0, ["a", "b"]).write(1, [b"c", "d"])
     for value in (ta.read(0), ta.stack(), ta.gather([1, 0]), ta.concat()):
