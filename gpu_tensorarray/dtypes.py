@@ -294,7 +294,8 @@ def python_value_dtype(host_array, value):
 def _not_of_dtype(value, host, dtype, owner):
     """The error for a Python value ``dtype`` cannot take. TensorFlow converts it to a dtype of
     its own, which a TensorArray's op then refuses: ``written_dtypes`` (that dtype's name and
-    ``dtype``'s) lets the classes say so in TensorFlow's words (written_dtype_error)."""
+    ``dtype``'s) lets the classes say so in TensorFlow's words (TensorArray._value,
+    tf2_lists.converted)."""
     error = InvalidArgumentError(f"Cannot convert value {shown(value)} (numpy sees {host.dtype}) to "
                                  f"{tf_name(dtype)}{about(owner)}")
     try:
@@ -387,8 +388,10 @@ def _python_value_as(value, dtype, owner):
         raise InvalidArgumentError(
             f"Cannot convert value {shown(value)} to {tf_name(dtype)}: {described(error)}{about(owner)}") from None
     if host.dtype.kind in "US":
-        raise InvalidArgumentError(f"TensorArray dtype is {tf_name(dtype)} but Op is trying to write dtype "
-                                   f"string.{about(owner)}")
+        string = InvalidArgumentError(f"Cannot convert value {shown(value)} to {tf_name(dtype)}: it is a string"
+                                      f"{about(owner)}")
+        string.written_dtypes = ("string", tf_name(dtype))    # (TensorFlow's dtype for it)
+        raise string
     problem = object_value_problem(host, value) if host.dtype.kind == "O" else None
     if problem is not None:
         raise InvalidArgumentError(problem + about(owner))

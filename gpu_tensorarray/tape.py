@@ -25,7 +25,7 @@ from .backends import backend_of, get_backend
 from .conversion import to_tensor
 from .errors import FailedPreconditionError, InvalidArgumentError, described, shown
 from .gradients import DTYPE_ATTR, GRADIENTS, READS, WRITE_VALUE, Op
-from .host import index_vector
+from .host import element_count, index_vector
 from .registry import registry
 
 __all__ = ["GradientTape", "UnconnectedGradients", "nested_leaves", "reach"]
@@ -555,9 +555,9 @@ def _target_gradient(target, gradient, producer):
     array of the target's backend; of the target's dtype, as tf.function requires."""
     backend = producer.array.backend
     if gradient is None:
-        ones = backend.empty(tuple(target.shape), target.dtype)    # (through the allocation door)
-        ones[...] = 1
-        return ones
+        shape = tuple(target.shape)
+        return backend.allocate(lambda: backend.from_host(np.ones(shape, target.dtype)),
+                                element_count(shape) * target.dtype.itemsize, f"tensor of shape {list(shape)}")
     if not hasattr(gradient, "dtype"):
         try:
             host = np.asarray(gradient, dtype=target.dtype)

@@ -33,6 +33,7 @@ import secrets
 import sys
 import threading
 import weakref
+from threading import get_ident as _get_ident
 
 import numpy as np
 import torch
@@ -47,8 +48,8 @@ from .crossing import cuda_scope, joined, to_torch, torch_has_cuda, unsupported_
 from .tf2 import is_storage
 
 __all__ = ["ArrayState", "WRITE", "SCATTER", "SPLIT", "READ", "GATHER", "CONCAT", "EVERY", "ZERO_FLOW",
-           "materialize", "read_node", "read_value", "record_write", "tracked", "open_passes", "register_wrapper",
-           "check_current"]
+           "materialize", "read_node", "read_value", "record_write", "check_not_busy", "tracked", "open_passes",
+           "register_wrapper", "check_current"]
 
 #: The flow of an array no tracked write has reached: shared, never handed out (``flow`` gives a copy).
 ZERO_FLOW = torch.zeros((), dtype=torch.float32)
@@ -76,7 +77,7 @@ class ArrayState:
     rules use (no superseded-read check: its writes accumulate by design)."""
 
     __slots__ = ("array", "flow", "pending", "kinds", "wheres", "versions", "count", "written_by", "internal",
-                 "handed", "__weakref__")
+                 "handed", "busy", "__weakref__")
 
     def __init__(self, root, path, library_flow, flow, internal=False):
         # What the nodes keep (never the state: its flow holds the nodes, a cycle gc cannot see).
@@ -93,6 +94,7 @@ class ArrayState:
         self.written_by = {}       # slot -> ``count`` just after the tracked write that wrote it
         # The flow last handed out under no_grad past pending writes, and its TensorArray's count.
         self.handed = None
+        self.busy = None            # the thread whose record_write or materialize is changing the lists
 
 
 def check_current(ta, state, n, slots, method):
@@ -543,41 +545,62 @@ def materialize(state, ta, backend):
     no_grad, which would make a node that records nothing: they stay pending)."""
     if state.pending and torch.is_grad_enabled():
         with state_lock:                # (another thread's read may have made the node meanwhile)
-            count = len(state.pending)
-            for position, (value, version) in enumerate(zip(state.pending, state.versions)):
-                if value._version != version:
-                    raise _changed_after_write(ta, state, position)
-            if count:
-                # The node gets lists of its own: a write that a signal handler or a finaliser makes
-                # while it is being made joins the next run.
-                pending = state.pending[:count]
-                flow = _write_run(state.flow, state, ta, backend, (state.kinds[:count], state.wheres[:count], pending),
-                                  *pending)
-                # One statement without a call: an interrupt (during the node's making, say) leaves the
-                # writes pending, for the next read to make their node, or the node in place.
-                state.flow, state.pending, state.kinds, state.wheres, state.versions = \
-                    flow, state.pending[count:], state.kinds[count:], state.wheres[count:], state.versions[count:]
+            if state.busy is not None:  # this thread's own, below it on its stack (the lock is held)
+                raise _reentered(state)
+            state.busy = _get_ident()
+            try:
+                pending = state.pending
+                for position, (value, version) in enumerate(zip(pending, state.versions)):
+                    if value._version != version:
+                        raise _changed_after_write(ta, state, position)
+                if pending:
+                    flow = _write_run(state.flow, state, ta, backend, (state.kinds, state.wheres, pending), *pending)
+                    # One statement without a call: an interrupt (during the node's making, say) leaves the
+                    # writes pending, for the next read to make their node, or the node in place.
+                    state.flow, state.pending, state.kinds, state.wheres, state.versions = flow, [], [], [], []
+            finally:
+                state.busy = None
     return state.flow
 
 
+def check_not_busy(state):
+    """Before a tracked op changes its array: refused where this thread is in the middle of
+    recording one of the same array (a signal handler or a finaliser run there)."""
+    busy = state.busy
+    if busy is not None and busy == _get_ident():
+        raise _reentered(state)
+
+
 def record_write(state, value, kind, where, slots):
-    """A tracked write's entry in its state's lists -> the state's count after it. The value goes
-    in last: an interrupt among the appends leaves entries past the values, which the next write
-    drops first (they would pair the lists wrongly)."""
+    """A tracked write's entry in its state's lists -> the state's count after it. The count and
+    slots first, the value last: an interrupt among the appends leaves entries past the values,
+    which the next write drops first (they would pair the lists wrongly), and reads of the slots
+    refused as superseded rather than given a gradient that skips the value."""
     with state_lock:
-        pending = state.pending
-        if len(state.kinds) != len(pending):
-            del state.kinds[len(pending):], state.wheres[len(pending):], state.versions[len(pending):]
-        state.kinds.append(kind)
-        state.wheres.append(where)
-        state.versions.append(value._version)
-        pending.append(value)
-        count = state.count = state.count + 1
-        if not state.internal:
-            written_by = state.written_by
-            for slot in slots:
-                written_by[slot] = count
+        state.busy = _get_ident()
+        try:
+            count = state.count = state.count + 1
+            if not state.internal:
+                written_by = state.written_by
+                for slot in slots:
+                    written_by[slot] = count
+            pending = state.pending
+            if len(state.kinds) != len(pending):
+                del state.kinds[len(pending):], state.wheres[len(pending):], state.versions[len(pending):]
+            state.kinds.append(kind)
+            state.wheres.append(where)
+            state.versions.append(value._version)
+            pending.append(value)
+        finally:
+            state.busy = None
     return count
+
+
+def _reentered(state):
+    return FailedPreconditionError(
+        f"TensorArray {state.array[0].name}: an op of this array ran while this thread was recording another "
+        f"op of it for autograd (from a signal handler or a finaliser): the record would break. Make the op "
+        f"outside the handler, or on another array")
 
 
 def _changed_after_write(ta, state, position):

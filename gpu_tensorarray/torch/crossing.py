@@ -268,9 +268,13 @@ def to_torch(array, backend):
     in-place torch op can use to change the array."""
     if backend.name == "cupy":
         cupy = sys.modules["cupy"]
-        if not torch_has_cuda():                    # a CPU-only torch next to a CuPy array
-            return from_host(cupy.asnumpy(array))
-        copy = array.copy()                         # inside cuda_scope: no synchronisation
+        try:
+            if not torch_has_cuda():                # a CPU-only torch next to a CuPy array
+                return from_host(cupy.asnumpy(array))
+            copy = array.copy()                     # inside cuda_scope: no synchronisation
+        except MemoryError as error:                # (CuPy's OutOfMemoryError is one)
+            raise ResourceExhaustedError(f"OOM when copying a value read of shape {list(array.shape)} for torch: "
+                                         f"{described(error)}") from None
         if _TO_TORCH.get(copy.dtype) is torch.bfloat16:     # as its bits, which every DLPack consumer reads
             return torch.from_dlpack(copy.view(np.int16)).view(torch.bfloat16)
         return torch.from_dlpack(copy)

@@ -19,7 +19,7 @@ from ..host import host_ints
 from ..registry import deep_copy_refused
 from ..tensor_array import TensorArray as _LibraryTensorArray
 from .autograd import (CONCAT, EVERY, GATHER, READ, SCATTER, SPLIT, WRITE, ZERO_FLOW, ArrayState, check_current,
-                       materialize, read_node, read_value, record_write, register_wrapper, tracked)
+                       check_not_busy, materialize, read_node, read_value, record_write, register_wrapper, tracked)
 from .crossing import (as_dtype, cuda_scope, host_copy, host_value, refuse_tangent, refuse_tracing, to_backend,
                        torch_dtype, torch_has_cuda)
 from .tf2 import TF2TensorArray, register_storage_class
@@ -226,6 +226,8 @@ class TensorArray:
     def write(self, index, value, name=None):
         if _forward_ad._current_level >= 0:
             refuse_tangent(value, self._ta.handle)
+        if self._state.busy is not None:
+            check_not_busy(self._state)
         if type(index) is not int:
             index = host_value(index)
         ta = self._ta
@@ -273,6 +275,7 @@ class TensorArray:
     def scatter(self, indices, value, name=None):
         if _forward_ad._current_level >= 0:
             refuse_tangent(value, self._ta.handle)
+        check_not_busy(self._state)
         indices = host_value(indices)
         backend = self._backend
         with cuda_scope(backend):
@@ -282,6 +285,7 @@ class TensorArray:
     def unstack(self, value, name=None):
         if _forward_ad._current_level >= 0:
             refuse_tangent(value, self._ta.handle)
+        check_not_busy(self._state)
         backend = self._backend
         with cuda_scope(backend):
             ta = self._ta.unstack(to_backend(value, backend, self._ta.handle))
@@ -291,6 +295,7 @@ class TensorArray:
     def split(self, value, lengths, name=None):
         if _forward_ad._current_level >= 0:
             refuse_tangent(value, self._ta.handle)
+        check_not_busy(self._state)
         lengths = host_value(lengths)
         backend = self._backend
         with cuda_scope(backend):

@@ -1304,24 +1304,46 @@ def test_a_write_past_a_size_that_a_backward_pass_fixed_says_why(backend):
     assert raised.value.__context__ is None
 
 
-def test_a_write_made_while_a_run_becomes_a_node_joins_the_next_run(backend, monkeypatch):
-    """A tracked write that a signal handler or a finaliser makes while the same thread turns a run
-    of writes into a node (holding the bridge's lock) neither waits for that thread (a hang) nor
-    joins the node being made: it is the next run's, and every value gets its slot's gradient."""
+def test_an_op_of_the_array_from_a_handler_inside_its_autograd_record_is_refused(backend, monkeypatch):
+    """A signal handler or a finaliser that runs while its thread records an op of an array for
+    autograd (turning a run of writes into a node, or adding a write to the run) and writes the
+    same array, or reads it through its pending writes, is refused before it changes anything
+    (FailedPreconditionError): it would break the record (a lost gradient, a wrong one, or torch's
+    count error), and must not wait for its own thread (a hang). An op of another array goes on."""
+    from gpu_tensorarray.errors import FailedPreconditionError
     from gpu_tensorarray.torch import autograd
 
-    x = torch.ones(3, 2, dtype=F64, requires_grad=True)
-    ta = TensorArray(F64, size=3, clear_after_read=False).write(0, x[0] * 1.0).write(1, x[1] * 2.0)
-    real, later = autograd._write_run, []
+    x = torch.ones(4, 2, dtype=F64, requires_grad=True)
+    ta = TensorArray(F64, size=4, clear_after_read=False).write(0, x[0] * 1.0).write(1, x[1] * 2.0)
+    other = TensorArray(F64, size=2)
+    handled = []
 
-    def reentering(*args):
-        if not later:
-            later.append(ta.write(2, x[2] * 3.0))         # as a handler would, in the same thread
+    def handler():                                 # what a handler might do, in the recording thread
+        with pytest.raises(FailedPreconditionError, match="while this thread was recording another op of it"):
+            ta.write(3, x[3] * 5.0)
+        with pytest.raises(FailedPreconditionError, match="while this thread was recording another op of it"):
+            ta.read(0)
+        handled.append(other.write(len(handled), x[3] * 7.0))     # another array: fine
+
+    real = autograd._write_run
+
+    def node_with_a_handler(*args):
+        if not handled:
+            handler()
         return real(*args)
-    monkeypatch.setattr(autograd, "_write_run", reentering)
-    first = ta.read(0)
+    monkeypatch.setattr(autograd, "_write_run", node_with_a_handler)
+    first = ta.read(0)                           # the run of two writes becomes a node
     monkeypatch.undo()
-    (current,) = later
-    loss = first.sum() + 10 * current.read(1).sum() + 100 * current.read(2).sum()
-    loss.backward()
-    assert x.grad.tolist() == [[1.0, 1.0], [20.0, 20.0], [300.0, 300.0]]
+
+    class HandlerInAppend(list):                 # a handler among a write's appends
+        def append(self, value):
+            super().append(value)
+            if len(handled) == 1:
+                handler()
+    later = ta.write(2, x[2] * 3.0)              # pending: a read would make it a node
+    later._state.kinds = HandlerInAppend(later._state.kinds)
+    later = later.write(3, x[3] * 4.0)
+    assert len(handled) == 2
+    loss = first.sum() + 10 * later.read(1).sum() + 100 * later.read(2).sum() + 1000 * later.read(3).sum()
+    (loss + handled[1].stack().sum()).backward()
+    assert x.grad.tolist() == [[1.0, 1.0], [20.0, 20.0], [300.0, 300.0], [4000.0 + 14.0, 4000.0 + 14.0]]

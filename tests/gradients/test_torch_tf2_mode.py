@@ -133,7 +133,7 @@ def test_errors(backend):
 
 @pytest.mark.parametrize("call, match", [
     (lambda ta, x: ta.write(0, None), "Cannot convert value None"),
-    (lambda ta, x: ta.write(0, "abc"), "Op is trying to write dtype string"),
+    (lambda ta, x: ta.write(0, "abc"), "Invalid data types; op elements string but list elements double"),
     (lambda ta, x: ta.split(x, ["a", "b"]), "lengths"),
     (lambda ta, x: ta.split(x, None), "lengths"),
     (lambda ta, x: ta.split(x, [1.9, 1.1]), "int64"),               # not truncated to [1, 1]
