@@ -545,10 +545,10 @@ def materialize(state, ta, backend):
     no_grad, which would make a node that records nothing: they stay pending)."""
     if state.pending and torch.is_grad_enabled():
         with state_lock:                # (another thread's read may have made the node meanwhile)
-            if state.busy is not None:  # this thread's own, below it on its stack (the lock is held)
-                raise _reentered(state)
+            check_not_busy(state)       # (another thread's mark: one a fork left, the lock being held here)
             state.busy = _get_ident()
             try:
+                _drop_half_made(state)
                 pending = state.pending
                 for position, (value, version) in enumerate(zip(pending, state.versions)):
                     if value._version != version:
@@ -574,8 +574,8 @@ def check_not_busy(state):
 def record_write(state, value, kind, where, slots):
     """A tracked write's entry in its state's lists -> the state's count after it. The count and
     slots first, the value last: an interrupt among the appends leaves entries past the values,
-    which the next write drops first (they would pair the lists wrongly), and reads of the slots
-    refused as superseded rather than given a gradient that skips the value."""
+    which the next write or read drops first, and reads of the slots refused as superseded rather
+    than given a gradient that skips the value."""
     with state_lock:
         state.busy = _get_ident()
         try:
@@ -584,16 +584,21 @@ def record_write(state, value, kind, where, slots):
                 written_by = state.written_by
                 for slot in slots:
                     written_by[slot] = count
-            pending = state.pending
-            if len(state.kinds) != len(pending):
-                del state.kinds[len(pending):], state.wheres[len(pending):], state.versions[len(pending):]
+            _drop_half_made(state)
             state.kinds.append(kind)
             state.wheres.append(where)
             state.versions.append(value._version)
-            pending.append(value)
+            state.pending.append(value)
         finally:
             state.busy = None
     return count
+
+
+def _drop_half_made(state):
+    """The entries an interrupt (or a fork) left past the last value: they would pair the lists wrongly."""
+    count = len(state.pending)
+    if len(state.kinds) != count:
+        del state.kinds[count:], state.wheres[count:], state.versions[count:]
 
 
 def _reentered(state):
