@@ -301,20 +301,29 @@ def test_asynchronous_exceptions_into_worker_threads(backend):
 
     def guarded(loop):
         """Run ``loop`` until stop, in a try from its first bytecode on: an exception that
-        lands between ops (the loop's own bytecode: its condition, its back edge) ends the
-        thread quietly instead of escaping into the thread's exception hook."""
+        lands between ops (the loop's own bytecode: its back edge, its handler) starts the
+        loop again, so that the threads live to receive the rest (they ended, and a run
+        where all four had ended early sent too few), and none escapes into the thread's
+        exception hook."""
         def run(*args):
             try:
                 started.release()
-                loop(*args)
+                while True:
+                    try:
+                        loop(*args)
+                        return
+                    except KeyboardInterrupt:
+                        caught[0] += 1
             except KeyboardInterrupt:
                 caught[0] += 1
         return run
 
     def worker(k):
         index = k
-        while not stop.is_set():
+        while True:
             try:
+                if stop.is_set():
+                    return
                 write(handle, index, f32([index, k]))
                 index += 4
                 read(handle, index - 4)
@@ -325,8 +334,10 @@ def test_asynchronous_exceptions_into_worker_threads(backend):
                 index += 4              # the interrupted write finished: the slot is written
 
     def holder():
-        while not stop.is_set():
+        while True:
             try:
+                if stop.is_set():
+                    return
                 with array._lock:
                     time.sleep(0.0005)
                 time.sleep(0.0005)
