@@ -584,7 +584,8 @@ def record_write(state, value, kind, where, slots):
                 written_by = state.written_by
                 for slot in slots:
                     written_by[slot] = count
-            _drop_half_made(state)
+            if len(state.kinds) != len(state.pending):      # (no call on the common path: a hot one)
+                _drop_half_made(state)
             state.kinds.append(kind)
             state.wheres.append(where)
             state.versions.append(value._version)
