@@ -336,6 +336,7 @@ def test_compare_ops_times_two_checkouts_in_one_process(tmp_path):
     ("compare_ops.py", ["/no/such/checkout", _REPOSITORY], "'/no/such/checkout' is not a checkout"),
     ("call_floor.py", ["--rounds", "0"], "--rounds needs a count of at least 1"),
     ("bench_torch_rnn.py", ["--backend", "bogus"], "--backend bogus: Unknown device or backend 'bogus'"),
+    ("step_parts.py", ["--rounds", "0"], "--steps and --rounds need a count of at least 1"),
 ])
 def test_the_bench_scripts_refuse_bad_arguments_in_one_line(tmp_path, script, arguments, says):
     """compare_ops.py timed whatever gpu_tensorarray it could import as both checkouts; call_floor.py
@@ -437,6 +438,29 @@ def test_the_step_rows_time_the_floor_beside_ours(tmp_path):
         (row["seconds"]["floor"] - row["seconds"]["list"]) / row["tensorarray_ops_per_step"] * 1e6)
     step = bench_torch_rnn.rnn_step_row("numpy", repeats=1)
     assert step["floor_ratio"] == pytest.approx(step["floor"] / step["list_stack"]) and step["floor"] > 0
+
+
+def test_step_parts_times_each_part_inside_the_step_and_unwraps(tmp_path):
+    """bench/step_parts.py: every TensorArray method and backward node of ours and the floor gets a
+    time per step, the list model its forward and backward; the classes are as they were after."""
+    from gpu_tensorarray.testing import import_torch
+
+    import_torch()
+    from gpu_tensorarray.torch import TensorArray, autograd
+    from bench import step_parts, torch_floor
+
+    originals = (TensorArray.__dict__["write"], autograd._Reader.__dict__["backward"], autograd._end_pass,
+                 torch_floor._Stack.__dict__["backward"])
+    out = tmp_path / "parts.json"
+    assert step_parts.main(["--model", "gru", "--steps", "3", "--rounds", "2", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())["us_per_step"]
+    ours_parts = {"forward", "backward", "creating the arrays", *step_parts.METHODS, "read node's backward",
+                  "write run's backward", "end of the pass"}
+    assert set(figures["ours"]) == ours_parts and set(figures["list"]) == {"forward", "backward"}
+    assert set(figures["floor"]) == ours_parts - {"end of the pass"}
+    assert all(value > 0 for who in figures.values() for value in who.values())
+    assert (TensorArray.__dict__["write"], autograd._Reader.__dict__["backward"], autograd._end_pass,
+            torch_floor._Stack.__dict__["backward"]) == originals
 
 
 def test_call_floor_times_the_floor_and_ours_with_keywords(capsys):
