@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gpu_tensorarray as gta
-from gpu_tensorarray.errors import InvalidArgumentError
+from gpu_tensorarray.errors import FailedPreconditionError, InvalidArgumentError
 from gpu_tensorarray.testing import import_torch, open_array_names
 
 torch = import_torch()
@@ -285,6 +285,60 @@ def test_two_backward_passes_with_retain_graph(backend):
                             clones([x]))
     assert float((first - reference[0]).abs().max()) <= 1e-12 * float(reference[0].abs().max())
     assert open_passes() == 0
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+@pytest.mark.parametrize("made", ["outside, clear_after_read=False", "outside, mode tf2", "inside"])
+def test_checkpointed_steps_match_the_list_model(backend, made, reentrant):
+    """torch.utils.checkpoint recomputes a step in the backward pass, its reads included (docs/torch.md
+    §8): a mode tf1 array made outside the function needs reads that do not clear, and the
+    non-reentrant variant (the reentrant one's second pass finds the array's nodes freed by the
+    first); a mode tf2 array, or one made inside, works with either."""
+    from torch.utils.checkpoint import checkpoint
+
+    cell = torch.nn.GRUCell(3, 4).double().to(torch_device())
+    x, h0 = leaves((4, 2, 3), (2, 4))
+
+    def model(x, h, read_from_array):
+        if made == "inside":
+            def step(h, x_t):
+                if not read_from_array:
+                    return cell(x_t, h)
+                return TensorArray(F64, size=1).write(0, cell(x_t, h)).read(0)
+            for x_t in x.unbind(0):
+                h = checkpoint(step, h, x_t, use_reentrant=reentrant)
+            return h
+        mode = "tf2" if made.endswith("tf2") else "tf1"
+        inputs = TensorArray(F64, size=4, clear_after_read=False, mode=mode).unstack(x) if read_from_array else None
+        for t in range(4):
+            h = checkpoint(lambda h, t: cell(inputs.read(t) if read_from_array else x[t], h), h, t,
+                           use_reentrant=reentrant)
+        return h
+
+    def gradients(read_from_array):          # by backward(): the reentrant variant refuses autograd.grad
+        cell.zero_grad()
+        inputs = clones([x, h0])
+        nonlinear(model(*inputs, read_from_array), weights(2, 4)).backward()
+        return [t.grad for t in inputs] + [p.grad.clone() for p in cell.parameters()]
+
+    if reentrant and made == "outside, clear_after_read=False":
+        with pytest.raises(FailedPreconditionError, match="backward through the graph a second time"):
+            gradients(True)
+        return
+    for ours, reference in zip(gradients(True), gradients(False)):
+        assert torch.allclose(ours, reference, rtol=1e-12, atol=1e-300), (ours, reference)
+
+
+def test_a_checkpointed_read_of_an_array_that_clears_says_how_to_keep_the_slots(backend):
+    from torch.utils.checkpoint import checkpoint
+
+    cell = torch.nn.GRUCell(3, 4).double().to(torch_device())
+    x, h = leaves((2, 2, 3), (2, 4))
+    inputs = TensorArray(F64, size=2).unstack(x)
+    for t in range(2):
+        h = checkpoint(lambda h, t: cell(inputs.read(t), h), h, t, use_reentrant=False)
+    with pytest.raises(InvalidArgumentError, match=r"Could not read index 1 twice .*clear_after_read = false"):
+        h.sum().backward()
 
 
 def test_two_losses_through_one_array(backend):
@@ -920,6 +974,10 @@ def test_a_parameter_written_as_it_is_gets_its_gradient(backend, mode):
         nonlinear(stacked, w).backward()
         return h0.grad, u.grad
 
+    if reentrant and made == "outside, clear_after_read=False":
+        with pytest.raises(FailedPreconditionError, match="backward through the graph a second time"):
+            gradients(True)
+        return
     for ours, reference in zip(gradients(True), gradients(False)):
         assert torch.allclose(ours, reference, rtol=1e-12, atol=0), (ours, reference)
 
