@@ -974,10 +974,6 @@ def test_a_parameter_written_as_it_is_gets_its_gradient(backend, mode):
         nonlinear(stacked, w).backward()
         return h0.grad, u.grad
 
-    if reentrant and made == "outside, clear_after_read=False":
-        with pytest.raises(FailedPreconditionError, match="backward through the graph a second time"):
-            gradients(True)
-        return
     for ours, reference in zip(gradients(True), gradients(False)):
         assert torch.allclose(ours, reference, rtol=1e-12, atol=0), (ours, reference)
 
@@ -1123,7 +1119,7 @@ def test_gather_of_none_is_the_library_class_s_error(backend, mode, tracked):
     with pytest.raises(InvalidArgumentError) as caught:
         ta.gather(None)
     def unnamed(error):
-        return re.sub(r"TensorArrayV3_\d+", "NAME", str(error.value))
+        return re.sub(r"TensorArrayV[23]_\d+", "NAME", str(error.value))
     assert "int32" in unnamed(expected) and unnamed(caught) == unnamed(expected)
     assert ta.stack().shape == (2, 3)
 
