@@ -7,6 +7,9 @@ tensor_array.h does ("TensorArray <name>: ...") or, for kernel messages that do
 not name the array, as a suffix " (TensorArray <name>)".
 """
 
+import operator
+import re
+
 from .dtypes import tf_name
 from .errors import AbortedError, InvalidArgumentError, ResourceExhaustedError, UnimplementedError, about, described
 from .host import INT32_MAX, shape_text
@@ -221,6 +224,25 @@ def tf2_error(text, method, error_class=InvalidArgumentError):
     return error_class(f"{text} (TensorArray.{method}, mode 'tf2')")
 
 
+_TF2_CONTEXT = re.compile(r" \(TensorArray\.(\w+), mode 'tf2'\)$")
+
+
+def name_tf2_error(error, name, method, index=None):
+    """A mode tf2 op's error (``tf2_error``'s) told as mode tf1's are, in place: it names the
+    array, and the index a write or read was given when it is an integer (TensorFlow's TensorList
+    texts name neither). Another error (a storage op's names its array already) stays as it is."""
+    context = _TF2_CONTEXT.search(error.message)
+    if context is None:
+        return
+    try:
+        where = f" at index {operator.index(index)}" if index is not None and context.group(1) == method else ""
+    except Exception:           # not an integer: the error says what it is
+        where = ""
+    text = f"TensorArray {name}: {error.message[:context.start()]} (TensorArray.{context.group(1)}{where}, mode 'tf2')"
+    error.message = text
+    error.args = (text,)
+
+
 def _tshape(shape):
     """TensorShape's str, as TensorFlow's Python side prints shapes: (2, 3), (2,), (None, 2), <unknown>."""
     if shape is None:
@@ -238,10 +260,10 @@ def list_forked_mid_op(name):
     return AbortedError(f"TensorArray {name} {FORKED_MID_OP}")
 
 
-def superseded():
+def superseded(name):
     return InvalidArgumentError(
-        "This TensorArray was already used by write/scatter/unstack/split, which returned a new one: "
-        "use the TensorArray they return (ta = ta.write(...)). TensorFlow 2 disagrees with itself here "
+        f"TensorArray {name}: This TensorArray was already used by write/scatter/unstack/split, which returned "
+        "a new one: use the TensorArray they return (ta = ta.write(...)). TensorFlow 2 disagrees with itself here "
         "(inside tf.function the old TensorArray keeps the old contents, in eager it sees the new ones)")
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from . import dtypes, messages, modes, raw_ops, tf2_lists
 from .conversion import to_tensor, truth
-from .errors import InvalidArgumentError, UnimplementedError
+from .errors import InvalidArgumentError, OpError, UnimplementedError
 from .host import INT32_MAX, INT32_MIN, host_ints, scalar_int
 from .shapes import as_partial_shape, is_fully_defined, merge
 from .strings import as_strings, empty_strings
@@ -45,9 +45,9 @@ class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
     __slots__ = ("handle", "array", "flow", "phys", "length", "next_phys", "in_order", "element_shape", "list_shape",
-                 "slot_shapes", "odd_shapes", "zero_slots", "version", "lock", "__weakref__")
+                 "slot_shapes", "odd_shapes", "zero_slots", "version", "lock", "name", "__weakref__")
 
-    def __init__(self, dtype, element_shape, length):
+    def __init__(self, dtype, element_shape, length, name):
         # Every op runs under it: even a read may change the contents (a zeros slot made, the values
         # moved to a fresh storage), and TensorArrays of one contents (identity()) may be read from
         # several threads, none of which may see another's change half made.
@@ -56,6 +56,7 @@ class _Contents:
         self.element_shape = element_shape      # Python-side: given, merged with writes (infer_shape)
         self.list_shape = element_shape         # the TensorList's own: given, then unstack's or split's
         self.version = 0
+        self.name = name                        # its storages' (errors name them)
         self.slot_shapes = []                   # per logical slot: its value's shape, None if unwritten
         self.odd_shapes = False                 # some value's shape differs from the element shape
         tf2_lists.check_tables(length, "__init__")
@@ -63,7 +64,7 @@ class _Contents:
             slot_shapes = [None] * length
         except MemoryError as error:
             raise messages.list_out_of_memory("__init__", length, error) from None
-        handle, flow, phys = fresh_storage(dtype, length, "__init__")
+        handle, flow, phys = fresh_storage(dtype, length, "__init__", name)
         self.install(handle, flow, phys, length, 0, True, slot_shapes)
 
     def install(self, handle, flow, phys, length, used, in_order, slot_shapes, shapes=None):
@@ -116,7 +117,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def fresh_storage(dtype, length, method):
+def fresh_storage(dtype, length, method, name):
     """(handle, flow, phys): a storage sized for ``length`` logical slots (no growth while they
     are written once, in order; overwrites and zero rows go past them) and its slot map, all
     unset. The map first: a huge size fails before a storage exists."""
@@ -125,7 +126,7 @@ def fresh_storage(dtype, length, method):
     except MemoryError as error:
         raise messages.list_out_of_memory(method, length, error) from None
     handle, flow = raw_ops.TensorArrayV3(length, dtype, dynamic_size=True, clear_after_read=False,
-                                         tensor_array_name="TensorArrayV2")
+                                         tensor_array_name=name)
     return handle, flow, phys
 
 
@@ -133,8 +134,8 @@ class TF2TensorArray(TensorArray):
     """tf.TensorArray as TensorFlow 2 runs it inside tf.function: writing a slot again
     replaces its value, reads never clear, an unwritten slot reads as zeros when its
     shape is known, and unstack and split replace the contents. ``clear_after_read``,
-    ``tensor_array_name``, ``colocate_with_first_write_call`` and ``name`` are accepted
-    and ignored, as TensorFlow 2 ignores them; ``handle``/``flow`` and ``grad`` are
+    ``colocate_with_first_write_call`` and ``name`` are accepted and ignored, as TensorFlow 2
+    ignores them, and ``tensor_array_name`` only names the array in errors; ``handle``/``flow`` and ``grad`` are
     mode "tf1"'s (TensorFlow 2 has neither: use gpu_tensorarray.GradientTape)."""
 
     __slots__ = ("_contents", "_version", "_static_size")
@@ -144,8 +145,8 @@ class TF2TensorArray(TensorArray):
                  handle: Handle | None = None, flow: TensorLike | None = None, infer_shape: bool = True,
                  element_shape: ShapeLike = None, colocate_with_first_write_call: bool = True,
                  name: str | None = None, mode: str | None = None) -> None:
-        # clear_after_read, tensor_array_name, colocate_with_first_write_call and name:
-        # accepted and ignored, as TensorFlow 2 ignores them inside tf.function.
+        # clear_after_read, colocate_with_first_write_call and name: accepted and ignored, as
+        # TensorFlow 2 ignores them inside tf.function; a tensor_array_name names the array in errors.
         self._dtype = dtypes.as_dtype(dtype)
         if handle is not None or flow is not None:
             raise UnimplementedError("A TensorArray in mode 'tf2' cannot wrap an existing handle or flow: "
@@ -160,7 +161,9 @@ class TF2TensorArray(TensorArray):
         self._static_size = None if self._dynamic_size else size
         self._known_size = self._static_size
         self._shape_cell = None
-        contents = _Contents(self._dtype, as_partial_shape(element_shape), size)
+        named = isinstance(tensor_array_name, str) and tensor_array_name
+        contents = _Contents(self._dtype, as_partial_shape(element_shape), size,
+                             tensor_array_name if named else "TensorArrayV2")
         self._contents, self._version = contents, 0
 
     # -- properties ----------------------------------------------------------------------------
@@ -187,10 +190,14 @@ class TF2TensorArray(TensorArray):
         return f"<gpu_tensorarray.TensorArray mode='tf2' dtype={self._dtype.name} size={self._contents.length}>"
 
     # -- the chain -----------------------------------------------------------------------------
+    def _array_name(self) -> str:
+        """The name errors give the array: its storage's (tensor_array_name, else TensorFlow 2's default)."""
+        return self._contents.handle.name
+
     def _current(self):
         contents = self._contents
         if self._version != contents.version:
-            raise messages.superseded() if contents.version != _FORKED_MID_OP else \
+            raise messages.superseded(contents.handle.name) if contents.version != _FORKED_MID_OP else \
                 messages.list_forked_mid_op(contents.handle.name)
         return contents
 
@@ -326,7 +333,7 @@ class TF2TensorArray(TensorArray):
         gradient computation, or holds more overwritten values than live ones), through
         recorded ops so gradients follow them."""
         values = self._copy_values(contents, zeros_for_unset=False)
-        handle, flow, phys = fresh_storage(self._dtype, contents.length, method)
+        handle, flow, phys = fresh_storage(self._dtype, contents.length, method, contents.name)
         in_order = True
         for physical, (logical, value) in enumerate(values.items()):
             raw_ops.TensorArrayWriteV3(handle, physical, value, 0.0)
@@ -348,58 +355,70 @@ class TF2TensorArray(TensorArray):
     def write(self, index: IntLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """``value`` into slot ``index`` (replacing what it held); a dynamic array grows
         to ``index + 1``. Returns the TensorArray to go on with."""
-        with self._contents.lock:
-            contents = self._current()
-            if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
-                index = tf2_lists.index(index, "write")
-            value = self._converted(value, contents, "write")
-            shape = value.shape
-            if shape != contents.element_shape:
-                self._check_shape(contents, shape, "write")
-                self._check_list_shape(contents, shape, "write")
-            length = contents.length
-            if index < 0 or (index >= length and not self._dynamic_size):
-                raise messages.list_modify_bounds("write", index, length)
-            slot = self._allocate(contents, 1, "write")
-            contents.reserve(index + 1, "write")
-            raw_ops.TensorArrayWriteV3(contents.handle, slot, value, contents.flow)
-            if index >= length:
-                contents.length = index + 1
-            phys = contents.phys
-            if slot != index or phys[index] != _UNSET:
-                contents.in_order = False
-            phys[index] = slot
-            contents.slot_shapes[index] = shape
-            if shape != contents.element_shape:
-                self._merge_shape(contents, shape)
-                self._note_shape(contents, shape)
-            return self._next(contents)
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
+                    index = tf2_lists.index(index, "write")
+                value = self._converted(value, contents, "write")
+                shape = value.shape
+                if shape != contents.element_shape:
+                    self._check_shape(contents, shape, "write")
+                    self._check_list_shape(contents, shape, "write")
+                length = contents.length
+                if index < 0 or (index >= length and not self._dynamic_size):
+                    raise messages.list_modify_bounds("write", index, length)
+                slot = self._allocate(contents, 1, "write")
+                contents.reserve(index + 1, "write")
+                raw_ops.TensorArrayWriteV3(contents.handle, slot, value, contents.flow)
+                if index >= length:
+                    contents.length = index + 1
+                phys = contents.phys
+                if slot != index or phys[index] != _UNSET:
+                    contents.in_order = False
+                phys[index] = slot
+                contents.slot_shapes[index] = shape
+                if shape != contents.element_shape:
+                    self._merge_shape(contents, shape)
+                    self._note_shape(contents, shape)
+                return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "write", index)
+            raise
 
     def read(self, index: IntLike, name: str | None = None) -> Tensor:
         """The element at ``index`` (zeros for an unwritten slot of known shape)."""
-        with self._contents.lock:
-            contents = self._current()
-            if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
-                index = tf2_lists.index(index, "read")
-            if not 0 <= index < contents.length:
-                raise messages.list_read_bounds(index, contents.length)
-            slot = int(contents.phys[index])
-            if slot == _UNSET:
-                slot = self._zero_slot(contents, self._zero_shape(contents, "read"), "read")
-            return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                if type(index) is not int or not INT32_MIN <= index <= INT32_MAX:
+                    index = tf2_lists.index(index, "read")
+                if not 0 <= index < contents.length:
+                    raise messages.list_read_bounds(index, contents.length)
+                slot = int(contents.phys[index])
+                if slot == _UNSET:
+                    slot = self._zero_slot(contents, self._zero_shape(contents, "read"), "read")
+                return raw_ops.TensorArrayReadV3(contents.handle, slot, contents.flow, self._dtype)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "read", index)
+            raise
 
     def gather(self, indices: IntsLike, name: str | None = None) -> Tensor:
         """The elements at ``indices``, stacked along a new first axis."""
-        with self._contents.lock:
-            contents = self._current()
-            indices = tf2_lists.converted("gather", host_ints, indices, "indices")
-            if indices.ndim != 1:
-                raise messages.list_indices_not_vector("gather", indices.shape)
-            bad = (indices < 0) | (indices >= contents.length)
-            if bad.any():
-                raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length,
-                                                  is_fully_defined(contents.list_shape))
-            return self._rows(contents, indices, "gather")
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                indices = tf2_lists.converted("gather", host_ints, indices, "indices")
+                if indices.ndim != 1:
+                    raise messages.list_indices_not_vector("gather", indices.shape)
+                bad = (indices < 0) | (indices >= contents.length)
+                if bad.any():
+                    raise messages.list_gather_bounds(int(indices[bad.nonzero()[0][0]]), contents.length,
+                                                      is_fully_defined(contents.list_shape))
+                return self._rows(contents, indices, "gather")
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "gather", None)
+            raise
 
     def _rows(self, contents, indices, method):
         if len(indices) == 0:               # a gather of no indices (a stack of no slots returned earlier)
@@ -418,110 +437,130 @@ class TF2TensorArray(TensorArray):
     def stack(self, name: str | None = None) -> Tensor:
         """Every element stacked along a new first axis (a view while the slots were
         written once each, in order)."""
-        with self._contents.lock:
-            contents = self._current()
-            length = contents.length
-            if length == 0:
-                return self._empty(tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape))
-            if contents.identity():
-                self._check_row_shapes(contents, range(length), "stack")
-                return raw_ops.TensorArrayGatherV3(contents.handle, range(length), contents.flow, self._dtype)
-            return self._rows(contents, np.arange(length), "stack")
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                length = contents.length
+                if length == 0:
+                    return self._empty(tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape))
+                if contents.identity():
+                    self._check_row_shapes(contents, range(length), "stack")
+                    return raw_ops.TensorArrayGatherV3(contents.handle, range(length), contents.flow, self._dtype)
+                return self._rows(contents, np.arange(length), "stack")
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "stack", None)
+            raise
 
     def concat(self, name: str | None = None) -> Tensor:
         """Every element joined along its first axis."""
-        with self._contents.lock:
-            contents = self._current()
-            if contents.length == 0:
-                return self._empty(tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape))
-            handle = contents.handle
-            if contents.odd_shapes or not contents.identity() or contents.slot_shapes[0] == ():
-                # TensorList's checks of the rows (the V3 concat's words would name the storage). Otherwise
-                # every slot holds one shape, a vector at least: nothing to check.
-                tf2_lists.check_concat_rows(contents.slot_shapes[:contents.length])
-            if not contents.identity() or raw_ops.recording():
-                # A V3 concat joins physical slots 0, 1, ...: join the logical order in a scratch array.
-                # A recorded one always: the storage grows with later writes, and the concat's gradient
-                # (TensorFlow's rule: a split into the gradient array) needs an array of its pieces alone.
-                values = self._copy_values(contents, zeros_for_unset=True)
-                handle, _ = raw_ops.TensorArrayV3(0, self._dtype, dynamic_size=True, clear_after_read=False)
-                for logical, value in values.items():
-                    raw_ops.TensorArrayWriteV3(handle, logical, value, 0.0)
-            value, _ = raw_ops.TensorArrayConcatV3(handle, 0.0, self._dtype)
-            return value
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                if contents.length == 0:
+                    return self._empty(tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape))
+                handle = contents.handle
+                if contents.odd_shapes or not contents.identity() or contents.slot_shapes[0] == ():
+                    # TensorList's checks of the rows (the V3 concat's words would name the storage). Otherwise
+                    # every slot holds one shape, a vector at least: nothing to check.
+                    tf2_lists.check_concat_rows(contents.slot_shapes[:contents.length])
+                if not contents.identity() or raw_ops.recording():
+                    # A V3 concat joins physical slots 0, 1, ...: join the logical order in a scratch array.
+                    # A recorded one always: the storage grows with later writes, and the concat's gradient
+                    # (TensorFlow's rule: a split into the gradient array) needs an array of its pieces alone.
+                    values = self._copy_values(contents, zeros_for_unset=True)
+                    handle, _ = raw_ops.TensorArrayV3(0, self._dtype, dynamic_size=True, clear_after_read=False)
+                    for logical, value in values.items():
+                        raw_ops.TensorArrayWriteV3(handle, logical, value, 0.0)
+                value, _ = raw_ops.TensorArrayConcatV3(handle, 0.0, self._dtype)
+                return value
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "concat", None)
+            raise
 
     def unstack(self, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """The rows of ``value`` become the contents (a fixed size must equal their number)."""
-        with self._contents.lock:
-            contents = self._current()
-            value = self._converted(value, contents, "unstack")
-            tf2_lists.check_unstack(value.shape, self._static_size)
-            count = value.shape[0]
-            self._check_shape(contents, value.shape[1:], "unstack")
-            row = value.shape[1:]
-            element_shape = merge(contents.element_shape, row) if self._infer_shape else contents.element_shape
-            handle, flow, phys = self._in_order(count, "unstack")
-            raw_ops.TensorArrayScatterV3(handle, np.arange(count), value, 0.0)
-            contents.install(handle, flow, phys, count, count, True, [row] * count,
-                             (element_shape, row, bool(count) and _odd(row, element_shape, row)))
-            return self._next(contents)
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                value = self._converted(value, contents, "unstack")
+                tf2_lists.check_unstack(value.shape, self._static_size)
+                count = value.shape[0]
+                self._check_shape(contents, value.shape[1:], "unstack")
+                row = value.shape[1:]
+                element_shape = merge(contents.element_shape, row) if self._infer_shape else contents.element_shape
+                handle, flow, phys = self._in_order(count, "unstack")
+                raw_ops.TensorArrayScatterV3(handle, np.arange(count), value, 0.0)
+                contents.install(handle, flow, phys, count, count, True, [row] * count,
+                                 (element_shape, row, bool(count) and _odd(row, element_shape, row)))
+                return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "unstack", None)
+            raise
 
     def _in_order(self, count, method):
         """fresh_storage for new contents of ``count`` values, logical slot k physical slot k:
         the op writes them there, then installs it (a failed op leaves the old contents)."""
-        handle, flow, phys = fresh_storage(self._dtype, count, method)
+        handle, flow, phys = fresh_storage(self._dtype, count, method, self._contents.name)
         phys[:count] = np.arange(count)
         return handle, flow, phys
 
     def scatter(self, indices: IntsLike, value: TensorLike, name: str | None = None) -> TF2TensorArray:
         """Row k of ``value`` into slot ``indices[k]`` (replacing; a repeated index: the last row)."""
-        with self._contents.lock:
-            contents = self._current()
-            indices = tf2_lists.converted("scatter", host_ints, indices, "indices")
-            value = self._converted(value, contents, "scatter")
-            tf2_lists.check_scatter(indices.shape, value.shape)
-            row_shape = value.shape[1:]
-            self._check_shape(contents, row_shape, "scatter")
-            length = contents.length
-            if len(indices):
-                low, high = int(indices.min()), int(indices.max())
-                tf2_lists.check_scatter_bounds(low, high, length, self._dynamic_size)
-                first = self._allocate(contents, len(indices), "scatter")
-                contents.reserve(high + 1, "scatter")
-                slots = np.arange(first, first + len(indices))
-                raw_ops.TensorArrayScatterV3(contents.handle, slots, value, 0.0)
-                if high >= length:
-                    contents.length = high + 1
-                if not (np.array_equal(slots, indices) and (contents.phys[indices] == _UNSET).all()):
-                    contents.in_order = False
-                contents.phys[indices] = slots          # a repeated index: the last row wins
-                for index in indices.tolist():
-                    contents.slot_shapes[index] = row_shape
-            else:       # nothing written, yet the op takes the value: a tape gives it zeros (TensorFlow's too)
-                raw_ops.TensorArrayScatterV3(contents.handle, indices, value, 0.0)
-            self._merge_shape(contents, row_shape)
-            if len(indices):
-                self._note_shape(contents, row_shape)
-            return self._next(contents)
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                indices = tf2_lists.converted("scatter", host_ints, indices, "indices")
+                value = self._converted(value, contents, "scatter")
+                tf2_lists.check_scatter(indices.shape, value.shape)
+                row_shape = value.shape[1:]
+                self._check_shape(contents, row_shape, "scatter")
+                length = contents.length
+                if len(indices):
+                    low, high = int(indices.min()), int(indices.max())
+                    tf2_lists.check_scatter_bounds(low, high, length, self._dynamic_size)
+                    first = self._allocate(contents, len(indices), "scatter")
+                    contents.reserve(high + 1, "scatter")
+                    slots = np.arange(first, first + len(indices))
+                    raw_ops.TensorArrayScatterV3(contents.handle, slots, value, 0.0)
+                    if high >= length:
+                        contents.length = high + 1
+                    if not (np.array_equal(slots, indices) and (contents.phys[indices] == _UNSET).all()):
+                        contents.in_order = False
+                    contents.phys[indices] = slots          # a repeated index: the last row wins
+                    for index in indices.tolist():
+                        contents.slot_shapes[index] = row_shape
+                else:       # nothing written, yet the op takes the value: a tape gives it zeros (TensorFlow's too)
+                    raw_ops.TensorArrayScatterV3(contents.handle, indices, value, 0.0)
+                self._merge_shape(contents, row_shape)
+                if len(indices):
+                    self._note_shape(contents, row_shape)
+                return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "scatter", None)
+            raise
 
     def split(self, value: TensorLike, lengths: IntsLike, name: str | None = None) -> TF2TensorArray:
         """The pieces of ``value`` (``lengths`` rows each, along its first axis) become the contents."""
-        with self._contents.lock:
-            contents = self._current()
-            value = self._converted(value, contents, "split")
-            lengths = tf2_lists.converted("split", host_ints, lengths, "lengths", "int64")
-            tf2_lists.check_split(value.shape, lengths.shape, lengths.tolist() if lengths.ndim == 1 else [],
-                                  self._static_size)
-            count = len(lengths)
-            rest = tuple(value.shape[1:])
-            shapes = [(int(n),) + rest for n in lengths.tolist()]
-            element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,
-                                                          lengths.tolist())
-            handle, flow, phys = self._in_order(count, "split")
-            raw_ops.TensorArraySplitV3(handle, value, lengths, 0.0)
-            odd = any(_odd(shape, element_shape, element_shape) for shape in set(shapes))
-            contents.install(handle, flow, phys, count, count, True, shapes, (element_shape, element_shape, odd))
-            return self._next(contents)
+        try:
+            with self._contents.lock:
+                contents = self._current()
+                value = self._converted(value, contents, "split")
+                lengths = tf2_lists.converted("split", host_ints, lengths, "lengths", "int64")
+                tf2_lists.check_split(value.shape, lengths.shape, lengths.tolist() if lengths.ndim == 1 else [],
+                                      self._static_size)
+                count = len(lengths)
+                rest = tuple(value.shape[1:])
+                shapes = [(int(n),) + rest for n in lengths.tolist()]
+                element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, value.shape,
+                                                              lengths.tolist())
+                handle, flow, phys = self._in_order(count, "split")
+                raw_ops.TensorArraySplitV3(handle, value, lengths, 0.0)
+                odd = any(_odd(shape, element_shape, element_shape) for shape in set(shapes))
+                contents.install(handle, flow, phys, count, count, True, shapes, (element_shape, element_shape, odd))
+                return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "split", None)
+            raise
 
     def size(self, name: str | None = None) -> Tensor:
         """The number of elements, an int32 scalar."""

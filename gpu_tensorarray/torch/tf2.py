@@ -32,7 +32,7 @@ import torch
 from .. import messages, tf2_lists
 from ..conversion import truth
 from ..dtypes import attribute_of, python_value_as, tf_name
-from ..errors import InvalidArgumentError, UnimplementedError, described, host_memory_ran_out, shown
+from ..errors import InvalidArgumentError, OpError, UnimplementedError, described, host_memory_ran_out, shown
 from ..host import host_ints, scalar_int
 from ..registry import deep_copy_refused, registry
 from ..shapes import as_partial_shape, is_fully_defined, merge
@@ -138,10 +138,14 @@ class TF2TensorArray:
         self._dtype = self._contents.storage.dtype
 
     # -- the chain -----------------------------------------------------------------------------
+    def _array_name(self):
+        """The name errors give the array: its storage's (tensor_array_name, else TensorFlow 2's default)."""
+        return self._contents.storage._ta.handle.name
+
     def _current(self):
         contents = self._contents
         if self._version != contents.version:
-            raise messages.superseded()
+            raise messages.superseded(self._array_name())
         return contents
 
     def _next(self, contents, bump=True):
@@ -334,130 +338,162 @@ class TF2TensorArray:
                                  "TensorArrays): gradients flow through torch autograd")
 
     def write(self, index, value, name=None):
-        contents = self._current()
-        index = self._index(index, "write")
-        value = self._value(value, "write")
-        shape = tuple(value.shape)
-        element_shape = self._shape_after(contents, shape, "write")
-        tf2_lists.check_list_element(contents.list_shape, shape, "write")
-        length = len(contents.phys)
-        if index < 0 or (index >= length and not self._dynamic_size):
-            raise messages.list_modify_bounds("write", index, length)
-        if index >= length:
-            _grow(contents.phys, index + 1, "write")
         try:
-            slot = self._fresh(contents, 1, "write")
-            contents.storage = contents.storage.write(slot, value)
-        except BaseException:
-            del contents.phys[length:]
-            raise
-        contents.element_shape = element_shape
-        self._keep(contents, slot, value, lambda: (value,))
-        contents.shapes[slot] = shape
-        contents.phys[index] = slot
-        return self._next(contents)
-
-    def read(self, index, name=None):
-        contents = self._current()
-        index = self._index(index, "read")
-        if not 0 <= index < len(contents.phys):
-            raise messages.list_read_bounds(index, len(contents.phys))
-        slot = contents.phys[index]
-        if slot is None:
-            return self._zeros(contents, self._zero_shape(contents, "read"))
-        return contents.storage.read(slot)
-
-    def gather(self, indices, name=None):
-        contents = self._current()
-        indices = tf2_lists.converted("gather", host_ints, host_value(indices), "indices")
-        if indices.ndim != 1:
-            raise messages.list_indices_not_vector("gather", indices.shape)
-        indices = indices.tolist()
-        for index in indices:
-            if not 0 <= index < len(contents.phys):
-                raise messages.list_gather_bounds(index, len(contents.phys), is_fully_defined(contents.list_shape))
-        if not indices:
-            shape = tf2_lists.empty_gather_shape(contents.element_shape, contents.list_shape)
-            return self._zeros(contents, (0,) + tuple(shape))
-        return self._rows(contents, indices, "gather")
-
-    def stack(self, name=None):
-        contents = self._current()
-        if not contents.phys:
-            shape = tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape)
-            return self._zeros(contents, (0,) + tuple(shape))
-        return self._rows(contents, range(len(contents.phys)), "stack")
-
-    def concat(self, name=None):
-        contents = self._current()
-        if not contents.phys:
-            rest = tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape)
-            return self._zeros(contents, (0,) + tuple(rest))
-        slot_shapes = [None if slot is None else contents.shapes[slot] for slot in contents.phys]
-        tf2_lists.check_concat_rows(slot_shapes)
-        zeros = None
-        if None in slot_shapes:
-            zeros = self._zeros(contents, tf2_lists.concat_zeros_shape(contents.element_shape, contents.list_shape,
-                                                                       slot_shapes))
-        return joined(torch.cat, [zeros if slot is None else contents.storage.read(slot) for slot in contents.phys],
-                      "a concat")
-
-    def scatter(self, indices, value, name=None):
-        contents = self._current()
-        indices = tf2_lists.converted("scatter", host_ints, host_value(indices), "indices")
-        value = self._value(value, "scatter")
-        tf2_lists.check_scatter(indices.shape, tuple(value.shape))
-        indices = indices.tolist()
-        element_shape = self._shape_after(contents, value.shape[1:], "scatter")
-        if indices:
-            tf2_lists.check_scatter_bounds(min(indices), max(indices), len(contents.phys), self._dynamic_size)
+            contents = self._current()
+            index = self._index(index, "write")
+            value = self._value(value, "write")
+            shape = tuple(value.shape)
+            element_shape = self._shape_after(contents, shape, "write")
+            tf2_lists.check_list_element(contents.list_shape, shape, "write")
             length = len(contents.phys)
-            if max(indices) >= length:
-                _grow(contents.phys, max(indices) + 1, "scatter")
+            if index < 0 or (index >= length and not self._dynamic_size):
+                raise messages.list_modify_bounds("write", index, length)
+            if index >= length:
+                _grow(contents.phys, index + 1, "write")
             try:
-                first = self._fresh(contents, len(indices), "scatter")
-                contents.storage = contents.storage.scatter(range(first, first + len(indices)), value)
+                slot = self._fresh(contents, 1, "write")
+                contents.storage = contents.storage.write(slot, value)
             except BaseException:
                 del contents.phys[length:]
                 raise
-            self._keep(contents, first, value, lambda: value.unbind(0))
-            contents.shapes.update(dict.fromkeys(range(first, first + len(indices)), tuple(value.shape[1:])))
-            for k, index in enumerate(indices):         # a repeated index: the last row wins
-                contents.phys[index] = first + k
-        contents.element_shape = element_shape
-        return self._next(contents)
+            contents.element_shape = element_shape
+            self._keep(contents, slot, value, lambda: (value,))
+            contents.shapes[slot] = shape
+            contents.phys[index] = slot
+            return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "write", index)
+            raise
+
+    def read(self, index, name=None):
+        try:
+            contents = self._current()
+            index = self._index(index, "read")
+            if not 0 <= index < len(contents.phys):
+                raise messages.list_read_bounds(index, len(contents.phys))
+            slot = contents.phys[index]
+            if slot is None:
+                return self._zeros(contents, self._zero_shape(contents, "read"))
+            return contents.storage.read(slot)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "read", index)
+            raise
+
+    def gather(self, indices, name=None):
+        try:
+            contents = self._current()
+            indices = tf2_lists.converted("gather", host_ints, host_value(indices), "indices")
+            if indices.ndim != 1:
+                raise messages.list_indices_not_vector("gather", indices.shape)
+            indices = indices.tolist()
+            for index in indices:
+                if not 0 <= index < len(contents.phys):
+                    raise messages.list_gather_bounds(index, len(contents.phys), is_fully_defined(contents.list_shape))
+            if not indices:
+                shape = tf2_lists.empty_gather_shape(contents.element_shape, contents.list_shape)
+                return self._zeros(contents, (0,) + tuple(shape))
+            return self._rows(contents, indices, "gather")
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "gather", None)
+            raise
+
+    def stack(self, name=None):
+        try:
+            contents = self._current()
+            if not contents.phys:
+                shape = tf2_lists.empty_stack_shape(contents.element_shape, contents.list_shape)
+                return self._zeros(contents, (0,) + tuple(shape))
+            return self._rows(contents, range(len(contents.phys)), "stack")
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "stack", None)
+            raise
+
+    def concat(self, name=None):
+        try:
+            contents = self._current()
+            if not contents.phys:
+                rest = tf2_lists.empty_concat_shape(contents.element_shape, contents.list_shape)
+                return self._zeros(contents, (0,) + tuple(rest))
+            slot_shapes = [None if slot is None else contents.shapes[slot] for slot in contents.phys]
+            tf2_lists.check_concat_rows(slot_shapes)
+            zeros = None
+            if None in slot_shapes:
+                zeros = self._zeros(contents, tf2_lists.concat_zeros_shape(contents.element_shape, contents.list_shape,
+                                                                           slot_shapes))
+            return joined(torch.cat, [zeros if slot is None else contents.storage.read(slot) for slot in contents.phys],
+                          "a concat")
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "concat", None)
+            raise
+
+    def scatter(self, indices, value, name=None):
+        try:
+            contents = self._current()
+            indices = tf2_lists.converted("scatter", host_ints, host_value(indices), "indices")
+            value = self._value(value, "scatter")
+            tf2_lists.check_scatter(indices.shape, tuple(value.shape))
+            indices = indices.tolist()
+            element_shape = self._shape_after(contents, value.shape[1:], "scatter")
+            if indices:
+                tf2_lists.check_scatter_bounds(min(indices), max(indices), len(contents.phys), self._dynamic_size)
+                length = len(contents.phys)
+                if max(indices) >= length:
+                    _grow(contents.phys, max(indices) + 1, "scatter")
+                try:
+                    first = self._fresh(contents, len(indices), "scatter")
+                    contents.storage = contents.storage.scatter(range(first, first + len(indices)), value)
+                except BaseException:
+                    del contents.phys[length:]
+                    raise
+                self._keep(contents, first, value, lambda: value.unbind(0))
+                contents.shapes.update(dict.fromkeys(range(first, first + len(indices)), tuple(value.shape[1:])))
+                for k, index in enumerate(indices):         # a repeated index: the last row wins
+                    contents.phys[index] = first + k
+            contents.element_shape = element_shape
+            return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "scatter", None)
+            raise
 
     def unstack(self, value, name=None):
-        contents = self._current()
-        value = self._value(value, "unstack")
-        # A fixed size takes as many rows: fewer too (tf.function's stack() then fails, eager shrinks).
-        tf2_lists.check_unstack(tuple(value.shape), self._static_size)
-        count = value.shape[0]
-        element_shape = self._shape_after(contents, value.shape[1:], "unstack")
-        storage = contents.make_storage(count)
-        if count:
-            storage = storage.scatter(range(count), value)
-        row_shape = tuple(value.shape[1:])
-        self._replaced(contents, storage, [row_shape] * count, value, lambda: value.unbind(0), element_shape,
-                       row_shape)
-        return self._next(contents)
+        try:
+            contents = self._current()
+            value = self._value(value, "unstack")
+            # A fixed size takes as many rows: fewer too (tf.function's stack() then fails, eager shrinks).
+            tf2_lists.check_unstack(tuple(value.shape), self._static_size)
+            count = value.shape[0]
+            element_shape = self._shape_after(contents, value.shape[1:], "unstack")
+            storage = contents.make_storage(count)
+            if count:
+                storage = storage.scatter(range(count), value)
+            row_shape = tuple(value.shape[1:])
+            self._replaced(contents, storage, [row_shape] * count, value, lambda: value.unbind(0), element_shape,
+                           row_shape)
+            return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "unstack", None)
+            raise
 
     def split(self, value, lengths, name=None):
-        contents = self._current()
-        value = self._value(value, "split")
-        lengths = tf2_lists.converted("split", host_ints, host_value(lengths), "lengths", "int64")
-        lengths_shape, lengths = lengths.shape, (lengths.tolist() if lengths.ndim == 1 else [])
-        tf2_lists.check_split(tuple(value.shape), lengths_shape, lengths, self._static_size)
-        element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape),
-                                                      lengths)
-        start, storage, pieces = 0, contents.make_storage(len(lengths)), []
-        for k, length in enumerate(lengths):
-            pieces.append(value[start:start + length])
-            storage = storage.write(k, pieces[-1])
-            start += length
-        self._replaced(contents, storage, [tuple(piece.shape) for piece in pieces], value, lambda: pieces,
-                       element_shape, element_shape)
-        return self._next(contents)
+        try:
+            contents = self._current()
+            value = self._value(value, "split")
+            lengths = tf2_lists.converted("split", host_ints, host_value(lengths), "lengths", "int64")
+            lengths_shape, lengths = lengths.shape, (lengths.tolist() if lengths.ndim == 1 else [])
+            tf2_lists.check_split(tuple(value.shape), lengths_shape, lengths, self._static_size)
+            element_shape = tf2_lists.split_element_shape(contents.element_shape, self._infer_shape, tuple(value.shape),
+                                                          lengths)
+            start, storage, pieces = 0, contents.make_storage(len(lengths)), []
+            for k, length in enumerate(lengths):
+                pieces.append(value[start:start + length])
+                storage = storage.write(k, pieces[-1])
+                start += length
+            self._replaced(contents, storage, [tuple(piece.shape) for piece in pieces], value, lambda: pieces,
+                           element_shape, element_shape)
+            return self._next(contents)
+        except OpError as error:
+            messages.name_tf2_error(error, self._array_name(), "split", None)
+            raise
 
     def size(self, name=None):
         return torch.tensor(len(self._current().phys), dtype=torch.int32)

@@ -121,8 +121,9 @@ def test_a_python_value_of_another_kind_is_refused_in_tensorflows_words(backend,
     with pytest.raises(errors.InvalidArgumentError, match=rf"^TensorArray dtype is {name} but Op is trying to write "
                                                           rf"dtype {written}\."):
         TensorArray("float16" if dtype == "half" else dtype, size=1).write(0, value)
-    with pytest.raises(errors.InvalidArgumentError, match=rf"^Invalid data types; op elements {written} but list "
-                                                          rf"elements {name} \(TensorArray.write, mode 'tf2'\)"):
+    with pytest.raises(errors.InvalidArgumentError, match=rf"^TensorArray TensorArrayV2_\d+: Invalid data types; op "
+                                                          rf"elements {written} but list elements {name} "
+                                                          rf"\(TensorArray.write at index 0, mode 'tf2'\)"):
         TensorArray("float16" if dtype == "half" else dtype, size=1, mode="tf2").write(0, value)
 
 

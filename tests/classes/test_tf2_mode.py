@@ -22,7 +22,7 @@ import pytest
 import gpu_tensorarray as gta
 import gpu_tensorarray.tf2 as tf
 from gpu_tensorarray import errors
-from tf2_cases import ListModel, hostile_arguments, random_case, run_library, same
+from tf2_cases import ListModel, hostile_arguments, random_case, run_library, same, unnamed
 
 
 def assert_tensor(value, expected, dtype, shape):
@@ -344,7 +344,7 @@ def test_concat_errors_are_tensorlist_s(backend, name):
     with pytest.raises(errors.InvalidArgumentError) as ours:
         program(lambda **kwargs: gta.TensorArray("float32", mode="tf2", **kwargs),
                 lambda value: np.asarray(value, np.float32))
-    assert str(ours.value) == f"{expected} (TensorArray.concat, mode 'tf2')"
+    assert unnamed(str(ours.value)) == f"TensorArray NAME: {expected} (TensorArray.concat, mode 'tf2')"
 
 
 # -- choosing the mode --------------------------------------------------------------------------------------
@@ -529,7 +529,8 @@ def test_indices_that_are_not_a_vector_are_refused(backend, op, indices):
         assert in_function == "ValueError"
     ours = _ours(op, indices)
     assert isinstance(ours, errors.InvalidArgumentError)
-    assert str(ours) == f"indices must be a vector, got shape {list(indices.shape)} (TensorArray.{op}, mode 'tf2')"
+    assert unnamed(str(ours)) == (f"TensorArray NAME: indices must be a vector, got shape {list(indices.shape)} "
+                                  f"(TensorArray.{op}, mode 'tf2')")
 
 
 
@@ -723,7 +724,7 @@ def test_variable_refuses_a_value_its_dtype_cannot_hold(initial, op, value):
 def test_concat_of_only_unwritten_slots_says_what_tensorflow_says(backend, attributes, text):
     """TensorListConcat (list_kernels.h) asks for the shape past the first dimension first: with
     every slot unwritten and that shape unknown, that is the error, before the leading dimensions."""
-    with pytest.raises(errors.InvalidArgumentError, match="^" + re.escape(text)):
+    with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray TensorArrayV2_\d+: " + re.escape(text)):
         gta.TensorArray("float32", mode="tf2", **attributes).concat()
 
 
@@ -739,7 +740,8 @@ def test_a_list_whose_tables_host_memory_cannot_hold_is_refused_before_they_are_
     process killed: tables of a huge size or index are refused against host memory first."""
     from gpu_tensorarray import tf2_lists
     monkeypatch.setattr(tf2_lists, "host_memory_limit", lambda: 1 << 20)       # 1 MiB: 65536 slots
-    with pytest.raises(errors.ResourceExhaustedError, match="^OOM when allocating a list of 100000 elements"):
+    with pytest.raises(errors.ResourceExhaustedError,
+                       match=r"^(TensorArray \S+: )?OOM when allocating a list of 100000 elements"):
         make()
 
 
@@ -807,3 +809,38 @@ def test_a_reset_or_reentered_tape_forgets_what_was_watched(backend, fresh):
         with tape:
             rows = tf.TensorArray(tf.float64, size=1).write(0, x).stack()
     assert tape.gradient(rows, x) is None
+
+
+@pytest.mark.parametrize("make", ["library", "torch"])
+def test_errors_name_the_array_and_the_index_as_mode_tf1_s_do(backend, make):
+    """TensorFlow's TensorList texts name neither the array nor the index: mode tf2's errors gave
+    neither, where a model's two arrays both take writes."""
+    if make == "torch":
+        torch = _torch()
+        from gpu_tensorarray.torch import TensorArray
+
+        def array(**name):
+            return TensorArray(torch.float64, size=3, mode="tf2", **name)
+
+        def value(*shape):
+            return torch.ones(*shape, dtype=torch.float64)
+    else:
+        def array(**name):
+            return gta.TensorArray("float64", size=3, mode="tf2", **name)
+
+        def value(*shape):
+            return np.ones(shape)
+    values = array(tensor_array_name="values").write(0, value(3))
+    with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray values_\d+: Inconsistent shapes: saw \(2, 3\) "
+                                                          r"but expected \(3,\)  \(TensorArray.write at index 2, "
+                                                          r"mode 'tf2'\)$"):
+        values.write(2, value(2, 3))
+    with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray values_\d+: Trying to access element 7 in a "
+                                                          r"list with 3 elements. \(TensorArray.read at index 7, "):
+        values.read(7)
+    keys = array(tensor_array_name="keys")
+    keys.write(0, value(3))
+    with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray keys_\d+: This TensorArray was already used"):
+        keys.stack()
+    with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray TensorArrayV2_\d+: indices must be a vector"):
+        array().gather([[0]])
