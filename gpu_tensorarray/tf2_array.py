@@ -117,15 +117,15 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def fresh_storage(dtype, length, method, name):
-    """(handle, flow, phys): a storage sized for ``length`` logical slots (no growth while they
-    are written once, in order; overwrites and zero rows go past them) and its slot map, all
-    unset. The map first: a huge size fails before a storage exists."""
+def fresh_storage(dtype, length, method, name, slots=0):
+    """(handle, flow, phys): a storage sized for ``length`` logical slots, or ``slots`` physical
+    ones where more (no growth while they are written once, in order; overwrites and zero rows go
+    past them), and its slot map, all unset. The map first: a huge size fails before a storage exists."""
     try:
         phys = np.full(max(8, length), _UNSET, np.int64)
     except MemoryError as error:
         raise messages.list_out_of_memory(method, length, error) from None
-    handle, flow = raw_ops.TensorArrayV3(length, dtype, dynamic_size=True, clear_after_read=False,
+    handle, flow = raw_ops.TensorArrayV3(max(length, slots), dtype, dynamic_size=True, clear_after_read=False,
                                          tensor_array_name=name)
     return handle, flow, phys
 
@@ -291,11 +291,13 @@ class TF2TensorArray(TensorArray):
             raw_ops.TensorArrayCloseV3(handle)
 
     def _allocate(self, contents, count, method):
-        """``count`` fresh physical slots; a storage locked by a gradient computation
-        (TensorArrayGradV3 locks the size), or filled by overwrites (tf2_lists.worth_moving),
-        is first moved to a fresh one."""
-        if not contents.array.dynamic_size or tf2_lists.worth_moving(contents.next_phys, contents.length, count):
-            self._compact(contents, method)
+        """``count`` fresh physical slots; a storage without them, locked by a gradient computation
+        (TensorArrayGradV3 locks the size), or filled by overwrites (tf2_lists.worth_moving), is
+        first moved to a fresh one."""
+        array = contents.array
+        if (not array.dynamic_size and contents.next_phys + count > array.size) or \
+                tf2_lists.worth_moving(contents.next_phys, contents.length, count):
+            self._compact(contents, count, method)
         first = contents.next_phys
         contents.next_phys += count
         return first
@@ -328,12 +330,14 @@ class TF2TensorArray(TensorArray):
                 values[logical] = _zeros(contents.array.backend, unset_shape, self._dtype)
         return values
 
-    def _compact(self, contents, method):
+    def _compact(self, contents, count, method):
         """Move the written values into a fresh storage (the old one is size-locked by a
         gradient computation, or holds more overwritten values than live ones), through
-        recorded ops so gradients follow them."""
+        recorded ops so gradients follow them. It has room for as many again (and the ``count``
+        slots asked for): a loop that computes gradients between writes moves once per doubling."""
         values = self._copy_values(contents, zeros_for_unset=False)
-        handle, flow, phys = fresh_storage(self._dtype, contents.length, method, contents.name)
+        handle, flow, phys = fresh_storage(self._dtype, contents.length, method, contents.name,
+                                           tf2_lists.room_after_move(len(values), count))
         in_order = True
         for physical, (logical, value) in enumerate(values.items()):
             raw_ops.TensorArrayWriteV3(handle, physical, value, 0.0)

@@ -11,8 +11,8 @@ from .shapes import except_first, is_compatible, is_fully_defined, merge
 
 __all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
            "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "converted",
-           "empty_concat_shape", "empty_gather_shape", "empty_stack_shape", "index", "merged", "split_element_shape",
-           "worth_moving", "zeros_shape"]
+           "empty_concat_shape", "empty_gather_shape", "empty_stack_shape", "index", "merged", "room_after_move",
+           "split_element_shape", "worth_moving", "zeros_shape"]
 
 # Physical slots a list may use beyond twice its length before its values move to a fresh storage.
 _SLACK = 16
@@ -25,6 +25,13 @@ def worth_moving(used, length, count):
     follows its length, not the number of its writes (a ring buffer's), and a move of n values
     comes after at least n more writes (amortised O(1) per write); writes in order never move."""
     return used + count > 2 * (length + count) + _SLACK
+
+
+def room_after_move(live, count):
+    """The physical slots of the storage a list's ``live`` values move to before taking ``count``
+    more: as many again, so moves forced by a locked size (a gradient computed between writes)
+    come once per doubling, amortised O(1) per write."""
+    return 2 * (live + count)
 
 
 def converted(method, convert, *args):

@@ -248,7 +248,7 @@ class TF2TensorArray:
                 tf2_lists.worth_moving(contents.next_phys, len(contents.phys), count):
             live = [(logical, slot) for logical, slot in enumerate(contents.phys) if slot is not None]
             moved = [self._moved(contents, slot, method) for _, slot in live]    # may fail: nothing changed yet
-            fresh = contents.make_storage(len(live) + count)
+            fresh = contents.make_storage(tf2_lists.room_after_move(len(live), count))
             with torch.enable_grad():       # a move under no_grad keeps the values' gradients
                 for physical, value in enumerate(moved):
                     fresh = fresh.write(physical, value)
@@ -266,26 +266,27 @@ class TF2TensorArray:
         return first
 
     def _moved(self, contents, slot, method):
-        """What a physical slot's value moves as. One that needs a gradient: read back with its
-        gradient (its write's node holds the value as written, whatever changed it in place since;
-        the bridge's nodes save no tensors, so a backward pass that ran them, and locked the old
-        storage, leaves them to run again); under inference_mode, where a read makes an inference
-        tensor, the tensor written, unless it changed in place since the write. Any other: the
+        """What a physical slot's value moves as. One that needs a gradient: the tensor written,
+        unchanged since (its own history: a read back would chain every later storage's nodes, and
+        keep every earlier storage alive, through the old one's); changed in place since, read back
+        with its gradient (its write's node holds the value as written; the bridge's nodes save no
+        tensors, so a backward pass that ran them, and locked the old storage, leaves them to run
+        again), but not under inference_mode, where a read makes an inference tensor. Any other: the
         value the old storage holds (as written), read without a gradient."""
         value = contents.values.get(slot)
         if value is None:
             with torch.no_grad():
                 return contents.storage.read(slot)
+        if value._version == contents.versions[slot]:
+            return value
         if not torch.is_inference_mode_enabled():      # (where a read makes an inference tensor)
             with torch.enable_grad():
                 return contents.storage.read(slot)
-        if value._version != contents.versions[slot]:
-            raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
-                                     "or another view of its memory), and the array must move its values to new "
-                                     "storage under torch.inference_mode: its gradient would be the modified "
-                                     "tensor's. Write a copy (value.clone()) of a tensor that changes later, or of "
-                                     "a row of a buffer filled in place", method)
-        return value
+        raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
+                                 "or another view of its memory), and the array must move its values to new "
+                                 "storage under torch.inference_mode: its gradient would be the modified "
+                                 "tensor's. Write a copy (value.clone()) of a tensor that changes later, or of "
+                                 "a row of a buffer filled in place", method)
 
     def _keep(self, contents, first, value, rows):
         """Remember the tensors ``rows()`` of ``value``, written to physical slots ``first``,

@@ -581,6 +581,27 @@ def test_a_ring_buffer_holds_storage_for_its_slots_not_its_writes(backend):
     assert len(open_array_names() - before) <= 2          # the list's storage (and a scratch array)
 
 
+def test_gradients_between_writes_move_the_values_once_per_doubling(backend):
+    """Each gradient computation locks the storage's size (TensorArrayGradV3): the next write of a
+    new slot moves the values, to a storage with room for as many again (it moved them at every
+    write, to a storage of exactly the list's length, through recorded ops: a persistent tape grew
+    by t ops a step). The gradients are each step's own."""
+    rows = [backend.asarray(np.full(2, float(t))) for t in range(64)]
+    storages = set()
+    with gta.GradientTape(persistent=True) as tape:
+        ta = gta.TensorArray("float64", size=0, dynamic_size=True, mode="tf2")
+        for t, row in enumerate(rows):
+            ta = ta.write(t, row)
+            read = ta.read(t)
+            with tape.stop_recording():
+                grad = tape.gradient(read, row)
+            assert gta.to_numpy(grad).tolist() == [1.0, 1.0]
+            storages.add(ta.handle.name)
+        assert gta.to_numpy(ta.stack())[:, 0].tolist() == [float(t) for t in range(64)]
+    assert len(storages) <= 8                      # a move per doubling of 64 values
+    assert len(tape.operations) <= 5 * 64          # a write, a read, and each value moved about twice: linear
+
+
 def _overwritten_until_a_move(ta, index, rows):
     """Overwrite slot ``index`` with ``rows`` (one at a time) until the next write would move the
     values to a fresh storage: the storage has used 2 * (length + 1) + 16 physical slots."""

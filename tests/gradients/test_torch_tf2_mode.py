@@ -660,6 +660,41 @@ def test_a_ring_buffer_holds_storage_for_its_slots_not_its_writes(backend):
     assert len(open_array_names() - before) <= 2
 
 
+def test_a_loop_with_a_backward_pass_per_write_moves_once_per_doubling(backend):
+    """Each backward pass locks the storage's size, so the next write of a new slot moves the
+    values: to a storage with room for as many again, and as the tensors written (a read back
+    chained every storage's nodes: each step walked all earlier storages, ~t^2 nodes, and kept
+    them alive). The gradients are the list model's."""
+    w = torch.randn(3, dtype=F64, device=torch_device(), requires_grad=True)
+    ta, storages, rows = TensorArray(F64, size=0, dynamic_size=True, mode="tf2"), set(), []
+    for t in range(64):
+        ta = ta.write(t, w * (t + 1))
+        rows.append(w.detach() * (t + 1))
+        ta.read(t).sum().backward(retain_graph=True)
+        storages.add(ta.handle.name)
+        assert torch.equal(ta.stack(), torch.stack(rows))
+    assert len(storages) <= 8                      # a move per doubling of 64 values (was one per write)
+    assert torch.allclose(w.grad, torch.full_like(w, sum(range(1, 65))), rtol=1e-12, atol=0)
+
+
+def test_tracked_values_moved_by_overwrites_keep_no_old_storage_alive(backend):
+    """A ring buffer of 4 slots written 300 times with values that need gradients: the moves take
+    the tensors written, so at most the list's storage stays open while the graph lives (each
+    move read its values back through the old storage, keeping every storage, and every value
+    ever written, alive through the graph)."""
+    from gpu_tensorarray.testing import open_array_names
+    x = torch.randn(300, 3, dtype=F64, device=torch_device(), requires_grad=True)
+    before = open_array_names()
+    ta = TensorArray(F64, size=4, mode="tf2", element_shape=(3,))
+    for t in range(300):
+        ta = ta.write(t % 4, x[t] * 2)
+    loss = curved(ta.stack())
+    assert len(open_array_names() - before) <= 2
+    (got,) = torch.autograd.grad(loss, x)
+    (expected,) = torch.autograd.grad(curved(x[296:] * 2), x)
+    assert torch.allclose(got, expected, rtol=1e-12, atol=0)
+
+
 def test_moves_keep_gradients_of_values_read_back_and_under_no_grad(backend):
     """Moves made by overwrites read the values back through the old storage (no backward pass
     has run its nodes): rows of a buffer filled in place, each read right after its write (its
