@@ -320,15 +320,26 @@ class TF2TensorArray:
         return zeros(shape, self._dtype, storage.device, storage._backend)
 
     def _rows(self, contents, indices, method):
-        """The values of logical ``indices``: one gather when all are written."""
+        """The values of logical ``indices``: one gather of the written ones, and rows of zeros
+        for the others, put in order by one differentiable index_select (a read per slot made a
+        node and a Python call each)."""
         slots = [contents.phys[i] for i in indices]
         shape = tf2_lists.merged(contents.element_shape, contents.list_shape, method)
         tf2_lists.check_rows(shape, {contents.shapes[slot] for slot in slots if slot is not None}, method)
-        if None not in slots:
+        written = [slot for slot in slots if slot is not None]
+        if len(written) == len(slots):
             return contents.storage.gather(np.asarray(slots, np.int64))
         zeros = self._zeros(contents, self._zero_shape(contents, method, indices if method == "gather" else None))
-        return joined(torch.stack, [zeros if slot is None else contents.storage.read(slot) for slot in slots],
-                      f"a {method} of {len(slots)} values")
+        rows = [contents.storage.gather(np.asarray(written, np.int64))] if written else []
+        # Position k of the written rows, or the zeros row after them for an unwritten slot.
+        order, taken = [], 0
+        for slot in slots:
+            order.append(len(written) if slot is None else taken)
+            taken += slot is not None
+
+        def in_order(parts):
+            return torch.cat(parts).index_select(0, torch.tensor(order, dtype=torch.int64, device=zeros.device))
+        return joined(in_order, rows + [zeros.unsqueeze(0)], f"a {method} of {len(slots)} values")
 
     # -- ops -----------------------------------------------------------------------------------
     def identity(self):

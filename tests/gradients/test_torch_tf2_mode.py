@@ -811,7 +811,39 @@ def test_zeros_past_the_memory_are_the_library_class_s_resource_exhausted_error(
     assert str(caught.value) == str(expected.value)
 
 
-@pytest.mark.parametrize("join, call", [("stack", lambda ta: ta.stack()), ("stack", lambda ta: ta.gather([0, 1])),
+@pytest.mark.parametrize("op", ["stack", "gather"])
+def test_a_stack_or_gather_among_unwritten_slots_is_one_read_node(backend, monkeypatch, op):
+    """The written rows come out in one gather and the zeros go in place by one index_select (each
+    written slot was read on its own: a node and a Python call a slot); values and gradients are
+    the list model's."""
+    x = torch.randn(8, 3, dtype=F64, device=torch_device(), requires_grad=True)
+    ta = TensorArray(F64, size=12, element_shape=(3,), mode="tf2")
+    for k in range(8):
+        ta = ta.write(k + k // 2, x[k] * 2)             # slots 0 1 3 4 6 7 9 10; 2 5 8 11 unwritten
+    indices = [11, 0, 3, 3, 2, 10, 7]
+    reads = []
+    original = tensor_array.read_node
+
+    def counted(*args):
+        reads.append(args[4])
+        return original(*args)
+    monkeypatch.setattr(tensor_array, "read_node", counted)
+    out = ta.stack() if op == "stack" else ta.gather(indices)
+    monkeypatch.undo()
+    assert len(reads) == 1
+    rows = [None] * 12
+    for k in range(8):
+        rows[k + k // 2] = x[k] * 2
+    zeros = torch.zeros(3, dtype=F64, device=torch_device())
+    picked = range(12) if op == "stack" else indices
+    expected = torch.stack([zeros if rows[i] is None else rows[i] for i in picked])
+    assert torch.equal(out, expected)
+    (got,) = torch.autograd.grad(curved(out), x)
+    (reference,) = torch.autograd.grad(curved(expected), x)
+    assert torch.allclose(got, reference, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("join, call", [("cat", lambda ta: ta.stack()), ("cat", lambda ta: ta.gather([0, 1])),
                                          ("cat", lambda ta: ta.concat())])
 def test_torch_failing_to_join_values_is_resource_exhausted_error(backend, monkeypatch, join, call):
     """A list with an unwritten slot joins its values with torch: torch finding no memory for
