@@ -53,19 +53,24 @@ class _Parts:
         self.seconds = collections.defaultdict(float)
         self._saved = []
 
-    def _timed(self, owner, name, key):
-        function = owner.__dict__[name]
-        inner = function.__func__ if isinstance(function, staticmethod) else function
+    def timing(self, function, key):
+        """``function``, each call's seconds added to ``key``'s."""
         seconds, clock = self.seconds, time.perf_counter
 
         def timed(*args, **kwargs):
             start = clock()
             try:
-                return inner(*args, **kwargs)
+                return function(*args, **kwargs)
             finally:
                 seconds[key] += clock() - start
+        return timed
+
+    def _timed(self, owner, name, key):
+        function = owner.__dict__[name]
+        static = isinstance(function, staticmethod)
+        timed = self.timing(function.__func__ if static else function, key)
         self._saved.append((owner, name, function))
-        setattr(owner, name, staticmethod(timed) if isinstance(function, staticmethod) else timed)
+        setattr(owner, name, staticmethod(timed) if static else timed)
 
     def __enter__(self):
         for cls, who in ((TensorArray, "ours"), (torch_floor.FloorTensorArray, "floor")):
@@ -78,18 +83,6 @@ class _Parts:
     def __exit__(self, *exc):
         for owner, name, function in reversed(self._saved):
             setattr(owner, name, function)
-
-    def creating(self, cls, who):
-        """``cls``, its construction timed as the part "creating the arrays"."""
-        seconds, clock = self.seconds, time.perf_counter
-
-        def create(*args, **kwargs):
-            start = clock()
-            try:
-                return cls(*args, **kwargs)
-            finally:
-                seconds[(who, "creating the arrays")] += clock() - start
-        return create
 
 
 def _models(model_name, steps, parts):
@@ -105,8 +98,8 @@ def _models(model_name, steps, parts):
         make = torch_elman.Elman
         x = torch.randn(steps, torch_elman.BATCH, torch_elman.FEATURES, generator=generator)
         loss = torch_elman.loss_of
-    ours = make(parts.creating(TensorArray, "ours"))
-    floor = make(parts.creating(torch_floor.FloorTensorArray, "floor"))
+    ours = make(parts.timing(TensorArray, ("ours", "creating the arrays")))
+    floor = make(parts.timing(torch_floor.FloorTensorArray, ("floor", "creating the arrays")))
     floor.load_state_dict(ours.state_dict())
     return {"list": (ours, x, loss, True), "ours": (ours, x, loss, False), "floor": (floor, x, loss, False)}
 
