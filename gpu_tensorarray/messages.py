@@ -235,7 +235,8 @@ def name_tf2_error(error, name, method, index=None):
     if context is None:
         return
     try:
-        where = f" at index {operator.index(index)}" if index is not None and context.group(1) == method else ""
+        where = f" at index {operator.index(index)}" if index is not None and type(index) is not bool \
+            and context.group(1) == method else ""
     except Exception:           # not an integer: the error says what it is
         where = ""
     text = f"TensorArray {name}: {error.message[:context.start()]} (TensorArray.{context.group(1)}{where}, mode 'tf2')"

@@ -45,7 +45,7 @@ class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
     __slots__ = ("handle", "array", "flow", "phys", "length", "next_phys", "in_order", "element_shape", "list_shape",
-                 "slot_shapes", "odd_shapes", "zero_slots", "version", "lock", "name", "__weakref__")
+                 "slot_shapes", "odd_shapes", "zero_slots", "version", "lock", "name", "label", "__weakref__")
 
     def __init__(self, dtype, element_shape, length, name):
         # Every op runs under it: even a read may change the contents (a zeros slot made, the values
@@ -56,7 +56,7 @@ class _Contents:
         self.element_shape = element_shape      # Python-side: given, merged with writes (infer_shape)
         self.list_shape = element_shape         # the TensorList's own: given, then unstack's or split's
         self.version = 0
-        self.name = name                        # its storages' (errors name them)
+        self.name = name                        # its storages' base name
         self.slot_shapes = []                   # per logical slot: its value's shape, None if unwritten
         self.odd_shapes = False                 # some value's shape differs from the element shape
         tf2_lists.check_tables(length, "__init__")
@@ -65,6 +65,7 @@ class _Contents:
         except MemoryError as error:
             raise messages.list_out_of_memory("__init__", length, error) from None
         handle, flow, phys = fresh_storage(dtype, length, "__init__", name)
+        self.label = handle.name                # what errors call the list: its first storage's name, for good
         self.install(handle, flow, phys, length, 0, True, slot_shapes)
 
     def install(self, handle, flow, phys, length, used, in_order, slot_shapes, shapes=None):
@@ -161,7 +162,7 @@ class TF2TensorArray(TensorArray):
         self._static_size = None if self._dynamic_size else size
         self._known_size = self._static_size
         self._shape_cell = None
-        named = isinstance(tensor_array_name, str) and tensor_array_name
+        named = isinstance(tensor_array_name, (str, bytes)) and tensor_array_name     # (anything else: ignored)
         contents = _Contents(self._dtype, as_partial_shape(element_shape), size,
                              tensor_array_name if named else "TensorArrayV2")
         self._contents, self._version = contents, 0
@@ -184,21 +185,22 @@ class TF2TensorArray(TensorArray):
         return self._contents.element_shape
 
     def __deepcopy__(self, memo: dict) -> TensorArray:
-        raise deep_copy_refused(self._contents.handle.name)
+        raise deep_copy_refused(self._contents.label)
 
     def __repr__(self) -> str:
         return f"<gpu_tensorarray.TensorArray mode='tf2' dtype={self._dtype.name} size={self._contents.length}>"
 
     # -- the chain -----------------------------------------------------------------------------
     def _array_name(self) -> str:
-        """The name errors give the array: its storage's (tensor_array_name, else TensorFlow 2's default)."""
-        return self._contents.handle.name
+        """The name errors give the array: its first storage's (tensor_array_name, else TensorFlow 2's
+        default, numbered), the same after unstack, split or a move make new ones."""
+        return self._contents.label
 
     def _current(self):
         contents = self._contents
         if self._version != contents.version:
-            raise messages.superseded(contents.handle.name) if contents.version != _FORKED_MID_OP else \
-                messages.list_forked_mid_op(contents.handle.name)
+            raise messages.superseded(contents.label) if contents.version != _FORKED_MID_OP else \
+                messages.list_forked_mid_op(contents.label)
         return contents
 
     def _next(self, contents, bump=True):
@@ -467,8 +469,9 @@ class TF2TensorArray(TensorArray):
                     # TensorList's checks of the rows (the V3 concat's words would name the storage). Otherwise
                     # every slot holds one shape, a vector at least: nothing to check.
                     tf2_lists.check_concat_rows(contents.slot_shapes[:contents.length])
-                if not contents.identity() or raw_ops.recording():
-                    # A V3 concat joins physical slots 0, 1, ...: join the logical order in a scratch array.
+                if not contents.identity() or raw_ops.recording() or contents.array.size != contents.length:
+                    # A V3 concat joins physical slots 0, 1, ... of the whole storage (which a move leaves room
+                    # in): join the logical order in a scratch array.
                     # A recorded one always: the storage grows with later writes, and the concat's gradient
                     # (TensorFlow's rule: a split into the gradient array) needs an array of its pieces alone.
                     values = self._copy_values(contents, zeros_for_unset=True)

@@ -64,13 +64,14 @@ class _Contents:
     """The list behind one chain of TF2 TensorArrays (each op's result continues it)."""
 
     __slots__ = ("storage", "phys", "next_phys", "element_shape", "list_shape", "version", "make_storage", "values",
-                 "versions", "shapes")
+                 "versions", "shapes", "label")
 
     def __init__(self, make_storage, length, element_shape):
         self.make_storage = make_storage
         self.phys = []                          # logical slot -> physical slot (None: unwritten)
         _grow(self.phys, length, "__init__")
         self.storage = make_storage(length)
+        self.label = self.storage._ta.handle.name   # what errors call the list: its first storage's name, for good
         self.next_phys = 0
         self.values = {}                        # physical slot -> the tensor written there
         self.versions = {}                      # physical slot -> that tensor's version counter then
@@ -90,6 +91,20 @@ def _kept(first, value, rows):
         return {}, {}
     values = dict(enumerate(rows(), first))
     return values, {slot: row._version for slot, row in values.items()}
+
+
+class _AsWritten(torch.autograd.Function):
+    """(the tensor written, the value the array holds) -> that value, whose gradient goes to the
+    tensor: a move keeps what the array holds, also where the tensor changed in ways torch does not
+    count (through ``.data``, a NumPy or DLPack view), and links the gradient to the tensor itself."""
+
+    @staticmethod
+    def forward(ctx, tensor, held):
+        return held
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
 
 
 def _grow(phys, length, method):
@@ -139,8 +154,9 @@ class TF2TensorArray:
 
     # -- the chain -----------------------------------------------------------------------------
     def _array_name(self):
-        """The name errors give the array: its storage's (tensor_array_name, else TensorFlow 2's default)."""
-        return self._contents.storage._ta.handle.name
+        """The name errors give the array: its first storage's (tensor_array_name, else TensorFlow 2's
+        default, numbered), the same after unstack, split or a move make new ones."""
+        return self._contents.label
 
     def _current(self):
         contents = self._contents
@@ -187,7 +203,7 @@ class TF2TensorArray:
         return self.identity()
 
     def __deepcopy__(self, memo):
-        raise deep_copy_refused(self._contents.storage._ta.handle.name)
+        raise deep_copy_refused(self._contents.label)
 
     def __repr__(self):
         return f"<gpu_tensorarray.torch.TensorArray mode='tf2' dtype={self._dtype} size={len(self._contents.phys)}>"
@@ -250,38 +266,49 @@ class TF2TensorArray:
             moved = [self._moved(contents, slot, method) for _, slot in live]    # may fail: nothing changed yet
             fresh = contents.make_storage(tf2_lists.room_after_move(len(live), count))
             with torch.enable_grad():       # a move under no_grad keeps the values' gradients
-                for physical, value in enumerate(moved):
+                for physical, (value, _) in enumerate(moved):
                     fresh = fresh.write(physical, value)
             phys = list(contents.phys)
             for physical, (logical, _) in enumerate(live):
                 phys[logical] = physical
-            values = {physical: value for physical, value in enumerate(moved) if value.requires_grad}
+            kept = {physical: tensor_and_version for physical, (_, tensor_and_version) in enumerate(moved)
+                    if tensor_and_version is not None}
             # One statement: an interrupt leaves the old storage and its tables, or the new ones.
             contents.storage, contents.phys, contents.next_phys, contents.shapes, contents.values, \
                 contents.versions = fresh, phys, len(live), \
-                {physical: contents.shapes[slot] for physical, (_, slot) in enumerate(live)}, values, \
-                {physical: value._version for physical, value in values.items()}
+                {physical: contents.shapes[slot] for physical, (_, slot) in enumerate(live)}, \
+                {physical: tensor for physical, (tensor, _) in kept.items()}, \
+                {physical: version for physical, (_, version) in kept.items()}
         first = contents.next_phys
         contents.next_phys += count
         return first
 
     def _moved(self, contents, slot, method):
-        """What a physical slot's value moves as. One that needs a gradient: the tensor written,
-        unchanged since (its own history: a read back would chain every later storage's nodes, and
-        keep every earlier storage alive, through the old one's); changed in place since, read back
-        with its gradient (its write's node holds the value as written; the bridge's nodes save no
-        tensors, so a backward pass that ran them, and locked the old storage, leaves them to run
-        again), but not under inference_mode, where a read makes an inference tensor. Any other: the
-        value the old storage holds (as written), read without a gradient."""
+        """(what a physical slot's value moves as, the (tensor, version counter) the move keeps for the
+        next one, or None). One that needs a gradient, unchanged since its write: the value the old
+        storage holds, whose gradient goes to the tensor written (a read back would chain every later
+        storage's nodes, and keep every earlier storage alive, through the old one's); changed in
+        place since, read back with its gradient (its write's node holds the value as written; the
+        bridge's nodes save no tensors, so a backward pass that ran them, and locked the old storage,
+        leaves them to run again). Under inference_mode, where a read makes an inference tensor: the
+        tensor written, unless it changed in place since. Any other: the value the old storage holds
+        (as written), read without a gradient."""
         value = contents.values.get(slot)
         if value is None:
             with torch.no_grad():
-                return contents.storage.read(slot)
-        if value._version == contents.versions[slot]:
-            return value
-        if not torch.is_inference_mode_enabled():      # (where a read makes an inference tensor)
+                return contents.storage.read(slot), None
+        version = contents.versions[slot]
+        if not torch.is_inference_mode_enabled():
+            if value._version != version:
+                with torch.enable_grad():
+                    read_back = contents.storage.read(slot)
+                return read_back, (read_back, read_back._version)
+            with torch.no_grad():
+                held = contents.storage.read(slot)
             with torch.enable_grad():
-                return contents.storage.read(slot)
+                return _AsWritten.apply(value, held), (value, version)
+        if value._version == version:
+            return value, (value, version)
         raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
                                  "or another view of its memory), and the array must move its values to new "
                                  "storage under torch.inference_mode: its gradient would be the modified "

@@ -602,6 +602,25 @@ def test_gradients_between_writes_move_the_values_once_per_doubling(backend):
     assert len(tape.operations) <= 5 * 64          # a write, a read, and each value moved about twice: linear
 
 
+@pytest.mark.parametrize("tape", [False, True])
+def test_concat_after_a_move_joins_the_list_not_the_storage_s_room(backend, tape):
+    """A move leaves room in the fresh storage for as many values again; a concat of the list,
+    in order there, joined every slot of the storage, the room's unwritten ones too (an error)."""
+    with gta.GradientTape(persistent=True) as recorder:
+        ta = gta.TensorArray("float64", size=0, dynamic_size=True, mode="tf2", element_shape=(2,))
+        first = backend.asarray(np.zeros(2))
+        ta = ta.write(0, first).write(1, np.ones(2))
+        if tape:
+            read = ta.read(0)
+            with recorder.stop_recording():
+                recorder.gradient(read, first)                     # its gradient array locks the storage
+        for k in range(20):
+            ta = ta.write(0, np.full(2, 10.0 + k))                 # overwrites, then a move
+        ta = ta.write(2, np.full(2, 2.0))
+    assert gta.to_numpy(ta.concat()).tolist() == [29.0, 29.0, 1.0, 1.0, 2.0, 2.0]      # outside: no scratch array
+    assert gta.to_numpy(ta.stack()).tolist() == [[29.0, 29.0], [1.0, 1.0], [2.0, 2.0]]
+
+
 def _overwritten_until_a_move(ta, index, rows):
     """Overwrite slot ``index`` with ``rows`` (one at a time) until the next write would move the
     values to a fresh storage: the storage has used 2 * (length + 1) + 16 physical slots."""
@@ -865,3 +884,11 @@ def test_errors_name_the_array_and_the_index_as_mode_tf1_s_do(backend, make):
         keys.stack()
     with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray TensorArrayV2_\d+: indices must be a vector"):
         array().gather([[0]])
+    with pytest.raises(errors.InvalidArgumentError, match=r"dtype bool \(True\) \(TensorArray.write, mode 'tf2'\)$"):
+        values.write(True, value(3))                           # refused, so not "at index 1"
+    name = re.match(r"TensorArray (\S+):", str(pytest.raises(errors.InvalidArgumentError, values.read, 9).value))[1]
+    moved = values.unstack(value(3, 3))                         # new storage (unstack)
+    for k in range(30):
+        moved = moved.write(0, value(3))                        # overwrites, then a move to new storage
+    with pytest.raises(errors.InvalidArgumentError, match=rf"^TensorArray {name}: Trying to access element 9"):
+        moved.read(9)                                           # the name the array had when it was made

@@ -677,6 +677,22 @@ def test_a_loop_with_a_backward_pass_per_write_moves_once_per_doubling(backend):
     assert torch.allclose(w.grad, torch.full_like(w, sum(range(1, 65))), rtol=1e-12, atol=0)
 
 
+def test_a_move_keeps_the_value_written_when_torch_does_not_count_the_change(backend):
+    """A change through ``.data`` (or a NumPy or DLPack view) leaves the version counter as it was:
+    the move takes what the storage holds, as written, and its gradient still reaches the tensor (a
+    move that took the tensor itself turned the list's value into the changed one)."""
+    w = torch.ones(3, dtype=F64, device=torch_device(), requires_grad=True)
+    value = w * 1
+    ta = TensorArray(F64, size=0, dynamic_size=True, mode="tf2").write(0, value)
+    ta.read(0).sum().backward(retain_graph=True)              # locks the storage: the next write moves
+    value.data.mul_(100)
+    ta = ta.write(1, w * 2)
+    assert ta.read(0).tolist() == [1.0, 1.0, 1.0]
+    w.grad = None
+    (ta.stack() * torch.tensor([[1.0], [10.0]], dtype=F64, device=torch_device())).sum().backward()
+    assert w.grad.tolist() == [21.0, 21.0, 21.0]
+
+
 def test_tracked_values_moved_by_overwrites_keep_no_old_storage_alive(backend):
     """A ring buffer of 4 slots written 300 times with values that need gradients: the moves take
     the tensors written, so at most the list's storage stays open while the graph lives (each
