@@ -162,9 +162,7 @@ class TF2TensorArray(TensorArray):
         self._static_size = None if self._dynamic_size else size
         self._known_size = self._static_size
         self._shape_cell = None
-        named = isinstance(tensor_array_name, (str, bytes)) and tensor_array_name     # (anything else: ignored)
-        contents = _Contents(self._dtype, as_partial_shape(element_shape), size,
-                             tensor_array_name if named else "TensorArrayV2")
+        contents = _Contents(self._dtype, as_partial_shape(element_shape), size, tf2_lists.list_name(tensor_array_name))
         self._contents, self._version = contents, 0
 
     # -- properties ----------------------------------------------------------------------------

@@ -11,8 +11,8 @@ from .shapes import except_first, is_compatible, is_fully_defined, merge
 
 __all__ = ["check_concat_rows", "check_element", "check_list_element", "check_rows", "check_scatter",
            "check_scatter_bounds", "check_split", "check_unstack", "concat_zeros_shape", "converted",
-           "empty_concat_shape", "empty_gather_shape", "empty_stack_shape", "index", "merged", "room_after_move",
-           "split_element_shape", "worth_moving", "zeros_shape"]
+           "empty_concat_shape", "empty_gather_shape", "empty_stack_shape", "index", "list_name", "merged",
+           "room_after_move", "split_element_shape", "worth_moving", "zeros_shape"]
 
 # Physical slots a list may use beyond twice its length before its values move to a fresh storage.
 _SLACK = 16
@@ -25,6 +25,12 @@ def worth_moving(used, length, count):
     follows its length, not the number of its writes (a ring buffer's), and a move of n values
     comes after at least n more writes (amortised O(1) per write); writes in order never move."""
     return used + count > 2 * (length + count) + _SLACK
+
+
+def list_name(tensor_array_name):
+    """The name a list's storages take: ``tensor_array_name`` when it is a non-empty string (TensorFlow 2
+    ignores it; here it names the array in errors), else TensorFlow 2's lists' own."""
+    return tensor_array_name if isinstance(tensor_array_name, (str, bytes)) and tensor_array_name else "TensorArrayV2"
 
 
 def room_after_move(live, count):

@@ -136,12 +136,12 @@ class TF2TensorArray:
         if size < 0:
             raise InvalidArgumentError(f"TensorArray size must be >= 0, got {size}")
 
-        name_given = tensor_array_name if truth(tensor_array_name, "tensor_array_name") else None
+        name_given = tf2_lists.list_name(tensor_array_name)
 
         def make_storage(length):
             # Named as the user named the array (errors name the storage), else as TensorFlow 2's lists.
             storage = _storage_class[0](dtype, size=length, dynamic_size=True, clear_after_read=False,
-                                        infer_shape=False, tensor_array_name=name_given or "TensorArrayV2",
+                                        infer_shape=False, tensor_array_name=name_given,
                                         device=device, mode="tf1")
             _storages.add(storage._ta.handle)   # not .handle, which readies the storage for wrapping
             return storage

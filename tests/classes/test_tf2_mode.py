@@ -892,3 +892,23 @@ def test_errors_name_the_array_and_the_index_as_mode_tf1_s_do(backend, make):
         moved = moved.write(0, value(3))                        # overwrites, then a move to new storage
     with pytest.raises(errors.InvalidArgumentError, match=rf"^TensorArray {name}: Trying to access element 9"):
         moved.read(9)                                           # the name the array had when it was made
+
+
+@pytest.mark.parametrize("make", ["library", "torch"])
+def test_a_tensor_array_name_that_is_no_string_is_ignored_by_both_classes(backend, make):
+    """TensorFlow 2 ignores tensor_array_name; a string (or bytes) names the array in errors here. The
+    torch class refused 5 (the library's took it), and the two classes named a bytes name differently."""
+    if make == "torch":
+        torch = _torch()
+        from gpu_tensorarray.torch import TensorArray
+
+        def array(name):
+            return TensorArray(torch.float64, size=1, tensor_array_name=name, mode="tf2")
+    else:
+        def array(name):
+            return gta.TensorArray("float64", size=1, tensor_array_name=name, mode="tf2")
+    for name, shown in [(5, "TensorArrayV2"), (np.array([1, 0]), "TensorArrayV2"), ("", "TensorArrayV2"),
+                        (b"keys", "keys")]:
+        with pytest.raises(errors.InvalidArgumentError, match=rf"^TensorArray {shown}_\d+: Trying to access element 3"):
+            array(name).read(3)
+
