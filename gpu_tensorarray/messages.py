@@ -7,7 +7,6 @@ tensor_array.h does ("TensorArray <name>: ...") or, for kernel messages that do
 not name the array, as a suffix " (TensorArray <name>)".
 """
 
-import operator
 import re
 
 from .dtypes import tf_name
@@ -229,16 +228,12 @@ _TF2_CONTEXT = re.compile(r" \(TensorArray\.(\w+), mode 'tf2'\)$")
 
 def name_tf2_error(error, name, method, index=None):
     """A mode tf2 op's error (``tf2_error``'s) told as mode tf1's are, in place: it names the
-    array, and the index a write or read was given when it is an integer (TensorFlow's TensorList
-    texts name neither). Another error (a storage op's names its array already) stays as it is."""
+    array, and the index of a write or read (TensorFlow's TensorList texts name neither): an
+    int, as the op converts one it takes (one it refused, a bool, a tensor, says what it is)."""
     context = _TF2_CONTEXT.search(error.message)
     if context is None:
         return
-    try:
-        where = f" at index {operator.index(index)}" if index is not None and type(index) is not bool \
-            and context.group(1) == method else ""
-    except Exception:           # not an integer: the error says what it is
-        where = ""
+    where = f" at index {index}" if type(index) is int and context.group(1) == method else ""
     text = f"TensorArray {name}: {error.message[:context.start()]} (TensorArray.{context.group(1)}{where}, mode 'tf2')"
     error.message = text
     error.args = (text,)

@@ -287,28 +287,27 @@ class TF2TensorArray:
         """(what a physical slot's value moves as, the (tensor, version counter) the move keeps for the
         next one, or None). One that needs a gradient, unchanged since its write: the value the old
         storage holds, whose gradient goes to the tensor written (a read back would chain every later
-        storage's nodes, and keep every earlier storage alive, through the old one's); changed in
-        place since, read back with its gradient (its write's node holds the value as written; the
-        bridge's nodes save no tensors, so a backward pass that ran them, and locked the old storage,
-        leaves them to run again). Under inference_mode, where a read makes an inference tensor: the
-        tensor written, unless it changed in place since. Any other: the value the old storage holds
-        (as written), read without a gradient."""
+        storage's nodes, and keep every earlier storage alive, through the old one's), also under
+        inference_mode, which these two steps leave; changed in place since, read back with its
+        gradient (its write's node holds the value as written; the bridge's nodes save no tensors, so
+        a backward pass that ran them, and locked the old storage, leaves them to run again), but not
+        under inference_mode, where that read would make an inference tensor. Any other: the value the
+        old storage holds (as written), read without a gradient."""
         value = contents.values.get(slot)
         if value is None:
             with torch.no_grad():
                 return contents.storage.read(slot), None
         version = contents.versions[slot]
-        if not torch.is_inference_mode_enabled():
-            if value._version != version:
-                with torch.enable_grad():
-                    read_back = contents.storage.read(slot)
-                return read_back, (read_back, read_back._version)
-            with torch.no_grad():
-                held = contents.storage.read(slot)
-            with torch.enable_grad():
-                return _AsWritten.apply(value, held), (value, version)
         if value._version == version:
-            return value, (value, version)
+            with torch.inference_mode(False):
+                with torch.no_grad():
+                    held = contents.storage.read(slot)
+                with torch.enable_grad():
+                    return _AsWritten.apply(value, held), (value, version)
+        if not torch.is_inference_mode_enabled():
+            with torch.enable_grad():
+                read_back = contents.storage.read(slot)
+            return read_back, (read_back, read_back._version)
         raise messages.tf2_error("a tensor written to this TensorArray was modified in place after the write (it, "
                                  "or another view of its memory), and the array must move its values to new "
                                  "storage under torch.inference_mode: its gradient would be the modified "

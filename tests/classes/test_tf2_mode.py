@@ -884,8 +884,9 @@ def test_errors_name_the_array_and_the_index_as_mode_tf1_s_do(backend, make):
         keys.stack()
     with pytest.raises(errors.InvalidArgumentError, match=r"^TensorArray TensorArrayV2_\d+: indices must be a vector"):
         array().gather([[0]])
-    with pytest.raises(errors.InvalidArgumentError, match=r"dtype bool \(True\) \(TensorArray.write, mode 'tf2'\)$"):
-        values.write(True, value(3))                           # refused, so not "at index 1"
+    for index in (True, np.array(True)) + ((torch.tensor(True),) if make == "torch" else ()):
+        with pytest.raises(errors.InvalidArgumentError, match=r"dtype bool \(.*\) \(TensorArray.write, mode 'tf2'\)$"):
+            values.write(index, value(3))                      # refused, so not "at index 1"
     name = re.match(r"TensorArray (\S+):", str(pytest.raises(errors.InvalidArgumentError, values.read, 9).value))[1]
     moved = values.unstack(value(3, 3))                         # new storage (unstack)
     for k in range(30):
